@@ -1,0 +1,1 @@
+"""The torch-free half of agilerl: the manifest contract."""

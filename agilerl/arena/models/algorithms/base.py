@@ -1,0 +1,322 @@
+"""Base algorithm specs: the fields every algorithm's manifest section carries.
+
+Paradigm flags (``off_policy``, ``offline``, ``bandit``, ``env_type``) are
+class-level, so a user's subclass of a spec trains like its parent. Specs are
+data: no method here builds a module, an env or a loop.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, ClassVar
+
+from pydantic import Field, PrivateAttr, WithJsonSchema, field_validator, model_validator
+
+from agilerl.arena.models.base import StrictModel
+from agilerl.arena.models.fsdp import FSDPConfig, coerce_fsdp
+from agilerl.arena.models.networks import LoraConfigDict, NetworkSpec
+
+HpRange = tuple[float, float, float, float]
+"""(min, max, grow_factor, shrink_factor) of a mutable hyperparameter."""
+
+RL_HPO_RANGES: dict[str, HpRange] = {
+    "batch_size": (8, 512, 1.2, 0.8),
+    "lr": (6.25e-5, 1e-2, 1.2, 0.8),
+    "lr_actor": (6.25e-5, 1e-2, 1.2, 0.8),
+    "lr_critic": (6.25e-5, 1e-2, 1.2, 0.8),
+    "gamma": (0.9, 0.9999, 1.001, 0.999),
+    "tau": (1e-4, 1e-2, 1.2, 0.8),
+    "learn_step": (1, 10, 1.5, 0.75),
+    "clip_coef": (0.05, 0.35, 1.15, 0.85),
+    "ent_coef": (0.001, 0.1, 1.2, 0.8),
+    "vf_coef": (0.35, 0.65, 1.15, 0.85),
+    "gae_lambda": (0.9, 0.99, 1.01, 0.99),
+    "max_grad_norm": (0.35, 0.65, 1.15, 0.85),
+    "update_epochs": (1, 10, 1.5, 0.75),
+    "policy_freq": (1, 10, 1.5, 0.75),
+    "beta": (0.2, 0.6, 1.2, 0.8),
+}
+ON_POLICY_HPO_RANGES: dict[str, HpRange] = {**RL_HPO_RANGES, "learn_step": (512, 8192, 1.5, 0.75)}
+LLM_HPO_RANGES: dict[str, HpRange] = {
+    "batch_size": (1, 32, 1.2, 0.8),
+    "lr": (1e-12, 1e-2, 1.2, 0.8),
+    "lr_actor": (1e-7, 1e-5, 1.2, 0.8),
+    "lr_critic": (1e-7, 1e-5, 1.2, 0.8),
+    "clip_coef": (0.05, 0.35, 1.15, 0.85),
+    "max_grad_norm": (0.35, 0.65, 1.15, 0.85),
+    "beta": (1e-4, 1e-2, 1.2, 0.8),
+    "update_epochs": (1, 10, 1.5, 0.75),
+    "temperature": (0.1, 1.0, 1.2, 0.8),
+    "group_size": (4, 16, 1.5, 0.75),
+}
+
+DISCRETE = frozenset({"discrete"})
+CONTINUOUS = frozenset({"continuous"})
+ANY_ACTION = frozenset({"discrete", "continuous", "multidiscrete", "multibinary"})
+
+
+class AlgorithmSpec(StrictModel):
+    """Fields every algorithm's manifest section carries.
+
+    Runtime-only state (torch modules, resolved hyperparameter configs) is not
+    declared here. Builders and strategies sit beside this spec; they do not
+    subclass it to add construction.
+    """
+
+    off_policy: ClassVar[bool] = False
+    offline: ClassVar[bool] = False
+    bandit: ClassVar[bool] = False
+    env_type: ClassVar[str] = "gym"
+    objective: ClassVar[str | None] = None
+    agent_type: ClassVar[str] = "single_agent"
+    default_evo_steps: ClassVar[int] = 10_000
+    hpo_ranges: ClassVar[dict[str, HpRange]] = {}
+    alias_implies: ClassVar[dict[str, dict[str, Any]]] = {}
+    supports_per_buffer: ClassVar[bool] = False
+    action_space_kinds: ClassVar[frozenset[str]] = ANY_ACTION
+
+    batch_size: int = Field(64, ge=1, description="Samples per gradient step.")
+
+    _registry_name: str | None = PrivateAttr(default=None)
+
+    @property
+    def name(self) -> str:
+        """The registry key this spec was resolved from."""
+        return self._registry_name or type(self).__name__.removesuffix("Spec")
+
+
+class SingleAgentAlgorithmSpec(AlgorithmSpec):
+    """Single-agent reinforcement learning algorithms."""
+
+    hpo_ranges: ClassVar[dict[str, HpRange]] = RL_HPO_RANGES
+
+    learn_step: int = Field(5, ge=1, description="Environment steps between learning updates.")
+    gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor.")
+    normalize_images: bool = Field(True, description="Scale image observations to [0, 1].")
+    net_config: NetworkSpec | None = Field(
+        None, description="Network settings; normally filled from the manifest's network section."
+    )
+
+
+class MultiAgentAlgorithmSpec(AlgorithmSpec):
+    """Multi-agent reinforcement learning algorithms."""
+
+    env_type: ClassVar[str] = "pettingzoo"
+    agent_type: ClassVar[str] = "multi_agent"
+    hpo_ranges: ClassVar[dict[str, HpRange]] = RL_HPO_RANGES
+
+    learn_step: int = Field(2048, ge=1, description="Environment steps between learning updates.")
+    gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor.")
+    normalize_images: bool = Field(True, description="Scale image observations to [0, 1].")
+    torch_compiler: str | None = Field(
+        None, description="torch.compile mode for the networks; null runs eagerly."
+    )
+
+
+_FSDP_SCHEMA = WithJsonSchema(
+    {"anyOf": [{"type": "null"}, {"type": "boolean"}, {"$ref": "#/$defs/FSDPConfig"}]}
+)
+_PACKED_ATTENTION = ("flash_attention_2", "flex_attention")
+
+
+class LLMAlgorithmSpec(AlgorithmSpec):
+    """LLM fine-tuning algorithms.
+
+    ``pretrained_model_name_or_path``, ``max_model_len`` and ``lora_config``
+    are written under the manifest's network section and lifted onto the
+    algorithm when the manifest is validated.
+    """
+
+    agent_type: ClassVar[str] = "llm_agent"
+    env_type: ClassVar[str] = ""
+    default_evo_steps: ClassVar[int] = 5
+    hpo_ranges: ClassVar[dict[str, HpRange]] = LLM_HPO_RANGES
+
+    batch_size: int = Field(16, ge=1, description="Prompts (or dataset rows) per step.")
+    beta: float = Field(0.001, ge=0.0, le=1.0, description="KL penalty coefficient.")
+    max_grad_norm: float = Field(0.1, ge=0.0, description="Gradient clipping norm.")
+    update_epochs: int = Field(1, ge=1, description="Passes over each batch.")
+    use_separate_reference_adapter: bool = Field(
+        True, description="Hold the frozen reference policy in its own LoRA adapter."
+    )
+    calc_position_embeddings: bool = Field(True, description="Compute position ids from the mask.")
+    gradient_checkpointing: bool = Field(True, description="Recompute activations in backward.")
+    use_liger_loss: bool = Field(True, description="Use Liger's fused loss kernels.")
+    use_liger_kernel: bool | None = Field(None, description="Liger kernels; null decides per model.")
+    use_mamba_kernels: bool | None = Field(None, description="Mamba kernels; null decides per model.")
+    cast_logprobs_to_fp32: bool = Field(True, description="Compute log-probs in float32.")
+    seed: int = Field(42, description="Seed for the LLM run.")
+    quantization: str | dict[str, Any] | None = Field(
+        None, description="Preset name (e.g. 'nf4') or bitsandbytes settings."
+    )
+    activation_offload: bool = Field(False, description="Offload activations to CPU.")
+    moe_lora_recompute: bool | None = Field(None, description="Recompute MoE LoRA activations.")
+    use_sequence_packing: bool = Field(
+        False, description="Pack sequences; needs flash_attention_2 or flex_attention."
+    )
+    lora_target_scope: str | None = Field(None, description="Restrict LoRA to a module scope.")
+    chunk_rows: int | None = Field(None, ge=1, description="Rows per log-prob chunk.")
+    attn_implementation: str | None = Field(
+        None, description="Attention kernel: sdpa, eager, flash_attention_2, flex_attention."
+    )
+    micro_batch_size_per_gpu: int | None = Field(None, ge=1, description="Rows per forward pass.")
+    mini_batch_size: int | None = Field(
+        None, ge=1, description="Rows per optimizer step; a multiple of the micro batch."
+    )
+    hf_generate_chunk_size: int | None = Field(None, ge=1, description="Prompts per HF generate().")
+    thinking_token_budget: int | None = Field(
+        None, ge=0, description="Tokens allowed for thinking; below the output cap."
+    )
+    constrain_answer_pattern: str | None = Field(
+        None,
+        alias="answer_pattern",
+        description="Regex the answer must match; no ^ or $ anchors.",
+    )
+    answer_continuation: bool = Field(
+        False, description="Continue generation into the answer; needs an answer pattern."
+    )
+    fsdp: Annotated[FSDPConfig | None, _FSDP_SCHEMA] = Field(
+        None, description="FSDP2 sharding; true for defaults, a mapping to tune, null for off."
+    )
+    vllm_engine_args: dict[str, Any] = Field(
+        default_factory=dict, description="Extra arguments forwarded verbatim to vLLM."
+    )
+    vllm_lora_export_dir: str | None = Field(None, description="Where LoRA weights go for vLLM.")
+    pretrained_model_name_or_path: str | None = Field(
+        None, min_length=1, description="Model to fine-tune (lifted from the network section)."
+    )
+    max_model_len: int = Field(
+        1024, ge=1, description="Context length (lifted from network.max_context_length)."
+    )
+    lora_config: LoraConfigDict | None = Field(
+        None, description="LoRA adapter (lifted from network.lora_config)."
+    )
+
+    model_config = {**StrictModel.model_config, "populate_by_name": True}
+
+    @field_validator("fsdp", mode="before")
+    @classmethod
+    def _fsdp(cls, value: Any) -> Any:
+        return coerce_fsdp(value)
+
+    @field_validator("constrain_answer_pattern")
+    @classmethod
+    def _pattern(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression: {exc}") from None
+        if value.startswith("^") or (value.endswith("$") and not value.endswith("\\$")):
+            raise ValueError("must not be anchored with ^ or $; the answer is matched in place")
+        return value
+
+    def _max_output_tokens(self) -> int | None:
+        return None
+
+    @model_validator(mode="after")
+    def _llm_rules(self) -> LLMAlgorithmSpec:
+        if self.answer_continuation and self.constrain_answer_pattern is None:
+            raise ValueError("answer_continuation: true needs constrain_answer_pattern")
+        if self.thinking_token_budget is not None:
+            cap = self._max_output_tokens()
+            if cap is None:
+                raise ValueError(
+                    "thinking_token_budget needs a per-turn output cap (max_output_tokens), "
+                    f"which {type(self).__name__} does not have"
+                )
+            if self.thinking_token_budget >= cap:
+                raise ValueError(
+                    f"thinking_token_budget ({self.thinking_token_budget}) must be below "
+                    f"max_output_tokens ({cap})"
+                )
+        if self.use_sequence_packing and self.attn_implementation not in _PACKED_ATTENTION:
+            raise ValueError(
+                "use_sequence_packing needs attn_implementation flash_attention_2 or flex_attention"
+            )
+        if (
+            self.mini_batch_size is not None
+            and self.micro_batch_size_per_gpu is not None
+            and self.mini_batch_size % self.micro_batch_size_per_gpu
+        ):
+            raise ValueError(
+                f"mini_batch_size ({self.mini_batch_size}) must be a multiple of "
+                f"micro_batch_size_per_gpu ({self.micro_batch_size_per_gpu})"
+            )
+        return self
+
+
+class CosineLRScheduleConfig(StrictModel):
+    """Cosine learning-rate schedule for LLM rollout training."""
+
+    num_epochs: int = Field(100, ge=1, description="Length of the schedule in epochs.")
+    warmup_proportion: float = Field(0.0, ge=0.0, le=1.0, description="Share spent warming up.")
+
+
+class VLLMConfig(StrictModel):
+    """vLLM rollout-engine settings (used where a GPU is present)."""
+
+    tensor_parallel_size: int = Field(1, ge=1, description="GPUs per vLLM engine.")
+    gpu_memory_utilization: float = Field(0.3, ge=0.0, le=1.0, description="GPU memory share.")
+    max_num_seqs: int = Field(8, ge=1, description="Concurrent sequences per engine.")
+    max_num_batched_tokens: int | None = Field(None, ge=1, description="Tokens per engine step.")
+    enforce_eager: bool | None = Field(None, description="Disable CUDA graphs.")
+    sleep_mode: bool = Field(False, description="Release GPU memory between rollouts.")
+    sleep_mode_level: int = Field(1, ge=1, le=2, description="vLLM sleep level (1 or 2).")
+    dtype: str | None = Field(None, min_length=1, description="Engine dtype.")
+    quantization: str | None = Field(None, min_length=1, description="Engine quantization.")
+    max_lora_rank: int = Field(16, ge=1, description="Largest LoRA rank the engine serves.")
+    max_loras: int = Field(1, ge=1, description="LoRA adapters served at once.")
+    stop_sequences: list[str] | None = Field(None, description="Extra stop strings.")
+    presence_penalty: float = Field(0.0, ge=0.0, description="vLLM presence penalty.")
+    frequency_penalty: float = Field(0.0, ge=0.0, description="vLLM frequency penalty.")
+
+
+class RolloutLLMSpec(LLMAlgorithmSpec):
+    """LLM algorithms that learn from generated rollouts (GRPO, LLM PPO, LLM REINFORCE)."""
+
+    env_type: ClassVar[str] = "rollout"
+
+    temperature: float = Field(0.9, gt=0.0, description="Sampling temperature.")
+    repetition_penalty: float = Field(1.0, ge=0.0, description="Sampling repetition penalty.")
+    top_p: float = Field(1.0, ge=0.0, le=1.0, description="Nucleus sampling mass.")
+    top_k: int = Field(50, ge=0, description="Top-k sampling; 0 disables.")
+    min_p: float = Field(0.0, ge=0.0, le=1.0, description="Min-p sampling.")
+    max_output_tokens: int | None = Field(None, ge=1, description="Per-turn generation cap.")
+    min_output_tokens: int | None = Field(None, ge=0, description="Per-turn generation floor.")
+    cosine_lr_schedule_config: CosineLRScheduleConfig | None = Field(
+        None, description="Cosine learning-rate schedule."
+    )
+    vllm_config: VLLMConfig | None = Field(None, description="vLLM engine settings.")
+    use_vllm: bool = Field(
+        False, description="Generate with vLLM (needs a GPU); true needs vllm_config."
+    )
+    vllm_importance_sampling_correction: bool = Field(
+        True, description="Correct for vLLM/trainer log-prob mismatch."
+    )
+    vllm_importance_sampling_cap: float = Field(2.0, ge=0.0, description="Cap of that correction.")
+
+    def _max_output_tokens(self) -> int | None:
+        return self.max_output_tokens
+
+    @model_validator(mode="after")
+    def _vllm(self) -> RolloutLLMSpec:
+        if self.use_vllm and self.vllm_config is None:
+            raise ValueError("use_vllm: true needs vllm_config (engine settings)")
+        return self
+
+
+class BanditSpec(SingleAgentAlgorithmSpec):
+    """Contextual bandit algorithms (NeuralTS, NeuralUCB)."""
+
+    bandit: ClassVar[bool] = True
+    env_type: ClassVar[str] = "bandit"
+    agent_type: ClassVar[str] = "bandit_agent"
+    default_evo_steps: ClassVar[int] = 500
+    action_space_kinds: ClassVar[frozenset[str]] = DISCRETE
+
+    gamma: float = Field(1.0, ge=0.0, description="Exploration scale (not a discount).")
+    lamb: float = Field(1.0, description="Regularisation of the exploration covariance.")
+    reg: float = Field(0.000625, description="L2 regularisation of the network.")
+    learn_step: int = Field(2, ge=1, description="Steps between learning updates.")

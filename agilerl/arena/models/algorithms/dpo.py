@@ -1,0 +1,33 @@
+"""DPO: direct preference optimisation over a preference dataset."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field, model_validator
+
+from agilerl.arena.models.algorithms.base import LLMAlgorithmSpec
+from agilerl.arena.models.registry import register
+
+
+class DatasetLLMSpec(LLMAlgorithmSpec):
+    """LLM algorithms trained teacher-forced over dataset rows (DPO, SFT)."""
+
+    env_type: ClassVar[str] = "dataset"
+
+    @model_validator(mode="after")
+    def _no_packing(self) -> DatasetLLMSpec:
+        if self.use_sequence_packing:
+            raise ValueError(f"{self.name} does not support use_sequence_packing")
+        return self
+
+
+@register()
+class DPOSpec(DatasetLLMSpec):
+    """Direct Preference Optimization."""
+
+    objective: ClassVar[str | None] = "preference"
+
+    lr: float = Field(5e-6, ge=0.0, description="Adam learning rate.")
+    beta: float = Field(0.1, ge=0.0, le=1.0, description="Preference temperature.")
+    nll_alpha: float = Field(1.0, ge=0.0, description="Weight of the chosen-response NLL term.")

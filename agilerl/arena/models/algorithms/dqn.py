@@ -1,0 +1,25 @@
+"""DQN (single-agent, off-policy, discrete actions)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from agilerl.arena.models.algorithms.base import DISCRETE, SingleAgentAlgorithmSpec
+from agilerl.arena.models.networks import QNetworkSpec
+from agilerl.arena.models.registry import register
+
+
+@register()
+class DQNSpec(SingleAgentAlgorithmSpec):
+    """Deep Q-Network, with an optional double-DQN target."""
+
+    off_policy: ClassVar[bool] = True
+    action_space_kinds: ClassVar[frozenset[str]] = DISCRETE
+
+    lr: float = Field(1e-4, ge=0.0, description="Adam learning rate.")
+    tau: float = Field(0.001, description="Soft target-update rate.")
+    double: bool = Field(False, description="Double DQN targets.")
+    cudagraphs: bool = Field(False, description="Capture the update in CUDA graphs (GPU only).")
+    net_config: QNetworkSpec | None = Field(None, description="Network settings.")

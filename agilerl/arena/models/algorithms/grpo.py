@@ -1,0 +1,57 @@
+"""GRPO: group-relative policy optimisation for LLMs (rollout fine-tuning)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from agilerl.arena.models.algorithms.base import RolloutLLMSpec
+from agilerl.arena.models.registry import register
+
+
+@register()
+class GRPOSpec(RolloutLLMSpec):
+    """Group Relative Policy Optimization: advantages relative to a prompt's group."""
+
+    group_size: int = Field(
+        ..., ge=1, description="Completions sampled per prompt (required: no default fits all)."
+    )
+    lr: float = Field(5e-7, ge=0.0, description="Adam learning rate.")
+    clip_coef: float = Field(0.2, ge=0.0, le=1.0, description="Surrogate clipping range.")
+    adv_norm: Literal["mean_only", "mean_std"] = Field(
+        "mean_only", description="Advantage normalisation within a group."
+    )
+    use_kl_advantage_shaping: bool = Field(False, description="Fold the KL into advantages.")
+    importance_sampling_level: Literal["token", "turn", "trajectory"] | None = Field(
+        None, description="Where the importance ratio is taken."
+    )
+    advantage_granularity: Literal["auto", "trajectory", "turn"] = Field(
+        "auto", description="Advantage per trajectory or per turn."
+    )
+    whiten_advantages: bool = Field(False, description="Whiten advantages across the batch.")
+    adv_clip_range: float | None = Field(None, ge=0.0, description="Clip advantages to this.")
+    filter_zero_adv: bool = Field(False, description="Drop groups whose rewards are all equal.")
+    adv_filter_eps: float = Field(0.0, ge=0.0, description="Tolerance of that filter.")
+    use_memory_efficient_params: bool = Field(True, description="Share frozen weights.")
+    turn_advantage_trajectory_fallback: bool = Field(
+        True, description="Fall back to trajectory advantages for single turns."
+    )
+    loss_norm: Literal["micro_batch", "accumulation_window"] = Field(
+        "micro_batch", description="Token normalisation of the loss."
+    )
+    off_policy_token_mask_bounds: tuple[float, float] | None = Field(
+        (0.5, 5.0), description="Mask tokens whose ratio leaves these bounds; null disables."
+    )
+    off_policy_sequence_mask_threshold: float | None = Field(
+        0.03, ge=0.0, description="Mask sequences whose KL exceeds this; null disables."
+    )
+    use_bias_correction_kl: bool = Field(True, description="Bias-corrected KL estimator.")
+    kl_clamp: float | None = Field(10.0, gt=0.0, description="Clamp per-token KL; null disables.")
+
+    @field_validator("clip_coef", mode="before")
+    @classmethod
+    def _scalar_clip(cls, value: object) -> object:
+        if isinstance(value, list | tuple):
+            raise ValueError("clip_coef must be a single number in [0, 1]")
+        return value

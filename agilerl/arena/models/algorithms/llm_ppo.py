@@ -1,0 +1,36 @@
+"""LLM PPO: PPO with a learned value head for LLM rollouts."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from agilerl.arena.models.algorithms.base import RolloutLLMSpec
+from agilerl.arena.models.registry import register
+
+
+@register()
+class LLMPPOSpec(RolloutLLMSpec):
+    """Proximal Policy Optimization for language models."""
+
+    temperature: float = Field(1.0, gt=0.0, description="Sampling temperature.")
+    beta: float = Field(0.01, ge=0.0, le=1.0, description="KL penalty coefficient.")
+    max_grad_norm: float = Field(1.0, ge=0.0, description="Gradient clipping norm.")
+    lr_actor: float = Field(5e-7, ge=0.0, alias="lr", description="Actor learning rate.")
+    lr_critic: float | None = Field(5e-5, ge=0.0, description="Value-head learning rate.")
+    vf_coef: float = Field(0.5, ge=0.0, description="Value loss coefficient.")
+    clip_coef: float = Field(0.2, ge=0.0, le=1.0, description="Surrogate clipping range.")
+    gamma: float = Field(1.0, ge=0.0, le=1.0, description="Discount across turns.")
+    gae_lambda: float = Field(1.0, ge=0.0, le=1.0, description="GAE lambda.")
+    turn_level_clip: bool = Field(True, description="Clip ratios per turn.")
+    whiten_advantages: bool = Field(True, description="Whiten advantages across the batch.")
+    importance_sampling_level: Literal["auto", "token", "turn", "trajectory"] = Field(
+        "auto", description="Where the importance ratio is taken."
+    )
+    turn_ratio_pooling: Literal["sum", "mean"] = Field("sum", description="Pooling of turn ratios.")
+    turn_value_reduction: Literal["mean", "final_value"] = Field(
+        "final_value", description="Value of a turn."
+    )
+    use_memory_efficient_params: bool = Field(True, description="Share frozen weights.")
+    kl_clamp: float | None = Field(10.0, gt=0.0, description="Clamp per-token KL; null disables.")

@@ -1,0 +1,26 @@
+"""LLM REINFORCE: policy-gradient fine-tuning from rollout rewards."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from agilerl.arena.models.algorithms.base import RolloutLLMSpec
+from agilerl.arena.models.registry import register
+
+
+@register()
+class LLMREINFORCESpec(RolloutLLMSpec):
+    """REINFORCE with importance-ratio clipping for language models."""
+
+    temperature: float = Field(1.0, gt=0.0, description="Sampling temperature.")
+    beta: float = Field(0.01, ge=0.0, le=1.0, description="KL penalty coefficient.")
+    max_grad_norm: float = Field(1.0, ge=0.0, description="Gradient clipping norm.")
+    lr: float = Field(5e-7, ge=0.0, description="Adam learning rate.")
+    clip_coef: float = Field(0.2, ge=0.0, le=1.0, description="Ratio clipping range.")
+    gamma: float = Field(1.0, ge=0.0, le=1.0, description="Discount across turns.")
+    importance_sampling_level: Literal["token", "turn", "trajectory"] = Field(
+        "token", description="Where the importance ratio is taken."
+    )
+    turn_ratio_pooling: Literal["sum", "mean"] = Field("sum", description="Pooling of turn ratios.")

@@ -1,0 +1,15 @@
+"""MATD3: multi-agent TD3 (multi-agent, off-policy)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from agilerl.arena.models.algorithms.maddpg import MADDPGSpec
+from agilerl.arena.models.registry import register
+
+
+@register()
+class MATD3Spec(MADDPGSpec):
+    """Multi-Agent Twin Delayed DDPG."""
+
+    policy_freq: int = Field(2, ge=1, description="Critic updates per actor update.")

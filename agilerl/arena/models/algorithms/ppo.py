@@ -1,0 +1,84 @@
+"""PPO and recurrent PPO (single-agent, on-policy)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from agilerl.arena.models.algorithms.base import (
+    ON_POLICY_HPO_RANGES,
+    HpRange,
+    SingleAgentAlgorithmSpec,
+)
+from agilerl.arena.models.base import StrictModel
+from agilerl.arena.models.networks import StochasticActorSpec
+from agilerl.arena.models.registry import register
+
+
+class LRScheduleSpec(StrictModel):
+    """A learning-rate schedule over the run's ``max_steps``."""
+
+    kind: Literal["constant", "linear"] = Field("linear", description="Schedule shape.")
+    end: float = Field(0.0, ge=0.0, description="Learning rate reached at max_steps.")
+
+
+@register()
+class PPOSpec(SingleAgentAlgorithmSpec):
+    """Proximal Policy Optimization."""
+
+    hpo_ranges: ClassVar[dict[str, HpRange]] = ON_POLICY_HPO_RANGES
+
+    num_envs: int = Field(1, ge=1, description="Parallel envs (copied from environment.num_envs).")
+    learn_step: int = Field(4096, ge=1, description="Rollout length summed over all envs.")
+    lr: float = Field(1e-4, ge=0.0, description="Adam learning rate.")
+    lr_schedule: LRScheduleSpec | None = Field(None, description="Learning-rate schedule.")
+    gae_lambda: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda.")
+    action_std_init: float = Field(
+        0.0, ge=0.0, description="Initial log-std of the Gaussian policy (Box actions)."
+    )
+    clip_coef: float = Field(0.2, ge=0.0, le=1.0, description="Surrogate clipping range.")
+    ent_coef: float = Field(0.01, ge=0.0, le=1.0, description="Entropy bonus coefficient.")
+    vf_coef: float = Field(0.5, ge=0.0, le=1.0, description="Value loss coefficient.")
+    max_grad_norm: float = Field(0.5, ge=0.0, description="Gradient clipping norm.")
+    target_kl: float | None = Field(
+        None, ge=0.0, description="Stop the update early when the KL exceeds this."
+    )
+    update_epochs: int = Field(4, ge=1, description="Passes over each rollout.")
+    rollout_buffer_config: dict[str, Any] | None = Field(
+        None, description="Extra rollout-buffer settings."
+    )
+    recurrent: bool = Field(False, description="Use a recurrent (LSTM) policy.")
+    max_seq_len: int | None = Field(None, ge=1, description="BPTT sequence length (recurrent).")
+    share_encoders: bool = Field(True, description="Actor and critic share one encoder.")
+    bptt_sequence_type: Literal["chunked", "maximum", "fifty_percent_overlap"] = Field(
+        "chunked", description="How recurrent rollouts are cut into sequences."
+    )
+    net_config: StochasticActorSpec | None = Field(None, description="Network settings.")
+
+    @property
+    def name(self) -> str:
+        """``"Recurrent PPO"`` for a recurrent policy, else the registry key."""
+        if self.recurrent and self._registry_name in (None, "PPO"):
+            return "Recurrent PPO"
+        return super().name
+
+
+@register("RecurrentPPO")
+@register("Recurrent PPO")
+class RecurrentPPOSpec(PPOSpec):
+    """PPO with a recurrent policy; the name implies ``recurrent: true``."""
+
+    alias_implies: ClassVar[dict[str, dict[str, Any]]] = {
+        "RecurrentPPO": {"recurrent": True},
+        "Recurrent PPO": {"recurrent": True},
+    }
+
+    learn_step: int = Field(8192, ge=1, description="Rollout length summed over all envs.")
+    recurrent: bool = Field(True, description="Recurrent PPO requires recurrent: true.")
+
+    @model_validator(mode="after")
+    def _requires_recurrent(self) -> RecurrentPPOSpec:
+        if not self.recurrent:
+            raise ValueError("Recurrent PPO requires recurrent=True; use name: PPO instead")
+        return self

@@ -1,0 +1,39 @@
+"""Rainbow DQN (single-agent, off-policy, discrete actions)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field, model_validator
+
+from agilerl.arena.models.algorithms.base import DISCRETE, SingleAgentAlgorithmSpec
+from agilerl.arena.models.networks import RainbowQNetworkSpec
+from agilerl.arena.models.registry import register
+
+
+@register("Rainbow DQN")
+@register()
+class RainbowDQNSpec(SingleAgentAlgorithmSpec):
+    """Rainbow: dueling, noisy, distributional (C51) DQN with n-step and PER."""
+
+    off_policy: ClassVar[bool] = True
+    supports_per_buffer: ClassVar[bool] = True
+    action_space_kinds: ClassVar[frozenset[str]] = DISCRETE
+
+    lr: float = Field(1e-4, ge=0.0, description="Adam learning rate.")
+    tau: float = Field(0.001, description="Soft target-update rate.")
+    beta: float = Field(0.4, description="Initial PER importance-sampling exponent.")
+    prior_eps: float = Field(1e-6, description="Added to priorities so none is zero.")
+    num_atoms: int = Field(51, ge=1, description="Atoms of the value distribution.")
+    v_min: float = Field(0.0, description="Lowest value of the support.")
+    v_max: float = Field(200.0, description="Highest value of the support.")
+    noise_std: float = Field(0.5, description="Initial std of the noisy layers.")
+    n_step: int = Field(3, ge=1, description="Steps of the n-step return.")
+    combined_reward: bool = Field(False, description="Mix one-step and n-step losses.")
+    net_config: RainbowQNetworkSpec | None = Field(None, description="Network settings.")
+
+    @model_validator(mode="after")
+    def _support(self) -> RainbowDQNSpec:
+        if self.v_min >= self.v_max:
+            raise ValueError(f"v_min ({self.v_min}) must be below v_max ({self.v_max})")
+        return self

@@ -1,0 +1,28 @@
+"""SFT: supervised fine-tuning on prompt/response rows."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field, model_validator
+
+from agilerl.arena.models.algorithms.dpo import DatasetLLMSpec
+from agilerl.arena.models.registry import register
+
+
+@register()
+class SFTSpec(DatasetLLMSpec):
+    """Supervised fine-tuning (next-token loss on the response)."""
+
+    objective: ClassVar[str | None] = "sft"
+
+    lr: float = Field(5e-5, ge=0.0, description="Adam learning rate.")
+    use_separate_reference_adapter: bool = Field(
+        False, description="SFT needs no reference policy."
+    )
+
+    @model_validator(mode="after")
+    def _no_offload(self) -> SFTSpec:
+        if self.activation_offload:
+            raise ValueError("SFT does not support activation_offload")
+        return self

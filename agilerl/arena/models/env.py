@@ -1,0 +1,228 @@
+"""Environment specs: the manifest's ``environment`` section, chosen by ``env_type``.
+
+``env_type`` may be left out: the manifest infers it from the algorithm
+(PPO -> gym, MADDPG -> pettingzoo, CQN -> offline, NeuralUCB -> bandit,
+GRPO -> rollout, DPO/SFT -> dataset).
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from agilerl.arena.models.base import StrictModel
+
+_GYM_ID = re.compile(r"^([\w.\-]+[/:])?[\w.\-]+-v\d+$")
+_MODULE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
+_ENTRYPOINT = re.compile(r"^[A-Za-z_][\w.]*[:.][A-Za-z_]\w*$")
+
+ACTION_SPACE_KINDS: dict[str, str] = {
+    "CartPole-v1": "discrete",
+    "CartPole-v0": "discrete",
+    "Acrobot-v1": "discrete",
+    "MountainCar-v0": "discrete",
+    "LunarLander-v3": "discrete",
+    "LunarLander-v2": "discrete",
+    "Pendulum-v1": "continuous",
+    "MountainCarContinuous-v0": "continuous",
+    "LunarLanderContinuous-v3": "continuous",
+    "BipedalWalker-v3": "continuous",
+    "HalfCheetah-v5": "continuous",
+    "Hopper-v5": "continuous",
+}
+"""Action-space kind of well-known gymnasium ids, so a mismatch fails before any env is built."""
+
+
+class EnvSpecBase(StrictModel):
+    """Fields every environment section carries."""
+
+    num_envs: int = Field(1, ge=1, description="Parallel environment copies.")
+    version: str | int | None = Field(None, description="Version of a custom env archive.")
+
+
+class GymEnvSpec(EnvSpecBase):
+    """A Gymnasium environment, vectorised ``num_envs`` times."""
+
+    env_type: Literal["gym"] = Field("gym", description="Environment kind.")
+    name: str = Field(..., min_length=1, description="Gymnasium id, e.g. CartPole-v1.")
+    num_envs: int = Field(32, ge=1, description="Parallel environment copies.")
+    custom: bool = Field(False, description="A custom env loaded from entrypoint.")
+    default_type: str = Field("float32", description="Observation dtype.")
+    entrypoint: str | None = Field(
+        None, description="'module:callable' returning the env (explicit opt-in to run code)."
+    )
+    path: str | None = Field(None, description="Directory added to sys.path for entrypoint.")
+    env_config: dict[str, Any] | None = Field(
+        None, alias="config", description="Keyword arguments for gymnasium.make."
+    )
+    env_wrappers: list[str | tuple[str, dict[str, Any]]] | None = Field(
+        None, alias="wrappers", description="Gymnasium wrappers applied in order."
+    )
+    sync: bool = Field(True, description="Step copies in-process (true) or in subprocesses.")
+    max_episode_steps: int | None = Field(None, ge=1, description="Override the time limit.")
+
+    @model_validator(mode="after")
+    def _name_shape(self) -> GymEnvSpec:
+        if self.entrypoint is None and not self.custom and not _GYM_ID.match(self.name):
+            hint = (
+                " (this looks like a PettingZoo module: set env_type: pettingzoo)"
+                if _MODULE_PATH.match(self.name)
+                else ""
+            )
+            raise ValueError(
+                f"name {self.name!r} is not a gymnasium id like 'CartPole-v1'{hint}"
+            )
+        if self.entrypoint is not None and not _ENTRYPOINT.match(self.entrypoint):
+            raise ValueError(f"entrypoint {self.entrypoint!r} must look like 'package.module:attr'")
+        return self
+
+
+class PettingZooEnvSpec(EnvSpecBase):
+    """A PettingZoo parallel environment, named by its module path."""
+
+    env_type: Literal["pettingzoo"] = Field("pettingzoo", description="Environment kind.")
+    name: str = Field(
+        ..., min_length=1, description="Module with parallel_env(), e.g. mpe2.simple_spread_v3."
+    )
+    num_envs: int = Field(8, ge=1, description="Parallel environment copies.")
+    env_config: dict[str, Any] | None = Field(
+        None, alias="config", description="Keyword arguments for parallel_env()."
+    )
+    sync: bool = Field(True, description="Step copies in-process (true) or in subprocesses.")
+
+    @model_validator(mode="after")
+    def _module_path(self) -> PettingZooEnvSpec:
+        if not _MODULE_PATH.match(self.name):
+            raise ValueError(
+                f"name {self.name!r} is not a PettingZoo module path like "
+                "'mpe2.simple_spread_v3'; single-agent gymnasium envs need a single-agent algorithm"
+            )
+        return self
+
+
+class OfflineEnvSpec(GymEnvSpec):
+    """A Gymnasium env for evaluation plus a fixed dataset to learn from."""
+
+    env_type: Literal["offline"] = Field("offline", description="Environment kind.")
+    minari_dataset_id: str | None = Field(None, description="Minari dataset id.")
+    dataset_path: str | None = Field(None, description="HDF5 or .npz file of transitions.")
+    remote: bool = Field(False, description="Download the Minari dataset if missing.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> OfflineEnvSpec:
+        if (self.minari_dataset_id is None) == (self.dataset_path is None):
+            raise ValueError("set exactly one of minari_dataset_id and dataset_path")
+        return self
+
+
+class BanditEnvSpec(EnvSpecBase):
+    """A contextual bandit built from a table of features and targets."""
+
+    env_type: Literal["bandit"] = Field("bandit", description="Environment kind.")
+    name: str = Field("BanditEnv", description="Label of the bandit.")
+    features: str | None = Field(None, description="CSV/parquet file of context features.")
+    targets: str | None = Field(None, description="CSV/parquet file of the correct arm per row.")
+    dataset: str | None = Field(
+        None, description="A built-in table instead of files: 'iris' or 'wine'."
+    )
+    entrypoint: str | None = Field(None, description="'module:callable' returning the bandit env.")
+    path: str | None = Field(None, description="Directory added to sys.path for entrypoint.")
+    env_config: dict[str, Any] | None = Field(None, alias="config", description="Env arguments.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> BanditEnvSpec:
+        if (self.features is None) != (self.targets is None):
+            raise ValueError("features and targets must be given together")
+        sources = [self.features is not None, self.dataset is not None, self.entrypoint is not None]
+        if sum(sources) != 1:
+            raise ValueError("set exactly one of features+targets, dataset or entrypoint")
+        return self
+
+
+class LLMEnvType(str, Enum):
+    """Kinds of LLM environment."""
+
+    ROLLOUT = "rollout"
+    DATASET = "dataset"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class LLMEnvSpec(EnvSpecBase):
+    """An LLM environment: prompts to roll out and reward, or rows to learn from."""
+
+    env_type: LLMEnvType = Field(..., description="rollout (generate + reward) or dataset.")
+    objective: Literal["preference", "sft"] | None = Field(
+        None, description="Loss of a dataset env (inferred from DPO/SFT)."
+    )
+    dataset: str | None = Field(None, description="Local dataset file (jsonl, json, csv, parquet).")
+    dataset_path: str | None = Field(None, description="Alternative spelling of a local file.")
+    hf_dataset_id: str | None = Field(None, description="A hub dataset id (needs network access).")
+    columns: dict[str, str] | None = Field(None, description="Rename map for dataset columns.")
+    prompt_column: str = Field("prompt", description="Column holding the prompt.")
+    response_column: str = Field("response", description="Column holding the SFT response.")
+    chosen_column: str = Field("chosen", description="Preferred response (DPO).")
+    rejected_column: str = Field("rejected", description="Dispreferred response (DPO).")
+    prompt_template: dict[str, str] | None = Field(
+        None, description="Chat turns keyed '<role>_<index>'; values may use {column}."
+    )
+    rubric_file_path: str | None = Field(
+        None, alias="reward_file_path", description="Python file with the reward function."
+    )
+    rubric_name: str = Field(
+        "reward_fn", min_length=1, alias="reward_fn_name", description="Reward function name."
+    )
+    max_reward: float | None = Field(None, description="Reward of a perfect answer.")
+    train_test_split: float = Field(0.9, ge=0.0, le=1.0, description="Share used for training.")
+    entrypoint: str | None = Field(None, description="'module:attr' of a rollout environment.")
+    env_config: dict[str, Any] | None = Field(None, description="Arguments for entrypoint.")
+    max_turns: int | None = Field(None, ge=1, description="Turns per episode.")
+
+    model_config = {**StrictModel.model_config, "use_enum_values": False}
+
+    @property
+    def name(self) -> str:
+        """A label for logs: the dataset, else the entrypoint."""
+        return self.dataset or self.dataset_path or self.hf_dataset_id or self.entrypoint or "llm"
+
+    @model_validator(mode="after")
+    def _sources(self) -> LLMEnvSpec:
+        datasets = [x for x in (self.dataset, self.dataset_path, self.hf_dataset_id) if x]
+        if len(datasets) > 1:
+            raise ValueError("set only one of dataset, dataset_path and hf_dataset_id")
+        if self.env_type is LLMEnvType.DATASET:
+            if not datasets:
+                raise ValueError("a dataset env needs dataset, dataset_path or hf_dataset_id")
+            if self.objective is None:
+                raise ValueError("a dataset env needs objective: preference or sft")
+            if self.entrypoint or self.rubric_file_path:
+                raise ValueError("a dataset env takes no entrypoint or rubric_file_path")
+            return self
+        if bool(datasets) == bool(self.entrypoint):
+            raise ValueError("a rollout env needs exactly one source: a dataset or an entrypoint")
+        if datasets:
+            if self.rubric_file_path is None or self.prompt_template is None:
+                raise ValueError("a dataset rollout needs rubric_file_path and prompt_template")
+            if self.max_turns not in (None, 1):
+                raise ValueError("a dataset rollout is single-turn: max_turns must be 1")
+            if self.env_config:
+                raise ValueError("env_config only applies to an entrypoint rollout env")
+        return self
+
+
+EnvSpecType = GymEnvSpec | PettingZooEnvSpec | OfflineEnvSpec | BanditEnvSpec | LLMEnvSpec
+"""Any environment spec."""
+
+ENV_SPECS: dict[str, type[EnvSpecBase]] = {
+    "gym": GymEnvSpec,
+    "pettingzoo": PettingZooEnvSpec,
+    "offline": OfflineEnvSpec,
+    "bandit": BanditEnvSpec,
+    "rollout": LLMEnvSpec,
+    "dataset": LLMEnvSpec,
+}
+"""``env_type`` -> spec class."""

@@ -1,0 +1,118 @@
+"""FSDP2 sharding settings for LLM actors (``algorithm.fsdp``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic.dataclasses import dataclass
+
+DTYPE_NAMES = ("bfloat16", "float16", "float32", "float64")
+
+
+def _dtype_name(value: Any) -> str:
+    """Accept a dtype name or a ``torch.dtype`` (without importing torch)."""
+    name = str(value).removeprefix("torch.")
+    if name not in DTYPE_NAMES:
+        raise ValueError(f"unknown dtype {value!r}; use one of {', '.join(DTYPE_NAMES)}")
+    return name
+
+
+@dataclass(config=ConfigDict(extra="forbid"))
+class FSDPConfig:
+    """Settings for sharding the LLM actor with PyTorch FSDP2 (``fully_shard``)."""
+
+    reshard_after_forward: bool = Field(
+        True,
+        description="Free gathered parameters after each module's forward. "
+        "False keeps them gathered: faster, more VRAM.",
+    )
+    cpu_offload: bool = Field(
+        False,
+        description="Offload sharded parameters and gradients to CPU. Needs colocated vLLM. "
+        "Mutually exclusive with optim_cpu_offload.",
+    )
+    optim_cpu_offload: bool = Field(
+        True,
+        description="Keep Adam state on CPU and move it to GPU only for step(). "
+        "Parameters and gradients stay on GPU.",
+    )
+    defer_grad_sync: bool = Field(
+        True,
+        description="Reduce-scatter gradients only on the last micro-batch of an optimizer step.",
+    )
+    param_dtype: str = Field(
+        "bfloat16",
+        description="Mixed-precision parameter dtype, e.g. 'bfloat16'. "
+        "A torch.dtype is accepted and stored by name.",
+    )
+    reduce_dtype: str = Field(
+        "float32", description="Dtype for gradient reduce-scatter and all-reduce."
+    )
+    prefetch_units: int = Field(
+        1, ge=1, description="Neighbouring FSDP units to all-gather ahead during forward."
+    )
+    backward_prefetch_units: int = Field(
+        1, ge=1, description="Neighbouring FSDP units to all-gather ahead during backward."
+    )
+    checkpoint_skip_layer_types: list[str] = Field(
+        default_factory=list,
+        description="Transformer block kinds left out of activation checkpointing.",
+    )
+    checkpoint_every_n_blocks: int = Field(
+        1, ge=1, description="Checkpoint one in every n blocks not skipped."
+    )
+    wrap_every_n_blocks: int = Field(
+        1, ge=1, description="Consecutive transformer blocks per FSDP unit."
+    )
+    param_persistence_threshold: int = Field(
+        100_000,
+        ge=0,
+        description="Parameters with fewer elements than this stay unsharded. 0 shards every parameter.",
+    )
+    ep: int = Field(1, ge=1, description="Expert-parallel degree for packed MoE experts.")
+    ep_token_blocks: int = Field(
+        1, ge=1, description="Token blocks per routed MoE layer under expert parallel."
+    )
+    tp: int = Field(1, ge=1, description="Tensor-parallel degree for dense layers.")
+    shard_group_size: int | None = Field(
+        None,
+        ge=1,
+        description="Ranks that shard weights between them; groups replicate (HSDP). "
+        "None shards across all trainer ranks.",
+    )
+    compile_blocks: bool = Field(
+        False, description="torch.compile the dense submodules of each transformer block."
+    )
+    compile_backend: str = Field("inductor", description="torch.compile backend for compile_blocks.")
+
+    @field_validator("param_dtype", "reduce_dtype", mode="before")
+    @classmethod
+    def _dtype(cls, value: Any) -> str:
+        return _dtype_name(value)
+
+    @model_validator(mode="after")
+    def _offload_exclusive(self) -> FSDPConfig:
+        if self.cpu_offload and self.optim_cpu_offload:
+            raise ValueError(
+                "cpu_offload and optim_cpu_offload are mutually exclusive; "
+                "set optim_cpu_offload: false to offload parameters"
+            )
+        return self
+
+
+def coerce_fsdp(value: Any) -> Any:
+    """Turn the manifest's ``fsdp`` value into an :class:`FSDPConfig` or ``None``.
+
+    ``true`` and ``{}`` mean the defaults; ``false`` is refused so a user who
+    meant "off" learns to omit the key.
+    """
+    if value is None or isinstance(value, FSDPConfig):
+        return value
+    if value is True:
+        return FSDPConfig()
+    if value is False:
+        raise ValueError("fsdp: false is not accepted; omit fsdp (or set null) to disable FSDP")
+    if isinstance(value, dict):
+        return value
+    raise ValueError(f"fsdp must be true, null or a mapping of FSDP settings, got {value!r}")

@@ -1,0 +1,479 @@
+"""The top-level :class:`TrainingManifest`: one validated description of a run.
+
+Validation resolves ``algorithm.name`` through the registry, infers
+``environment.env_type`` from the algorithm, checks every section, then the
+rules that span sections (algorithm x environment, network kind, buffer
+support, mutated hyperparameters). All problems are reported together, each
+with its dotted path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from agilerl.arena.models.algorithms import (
+    AlgorithmSpec,
+    LLMAlgorithmSpec,
+    MultiAgentAlgorithmSpec,
+    PPOSpec,
+)
+from agilerl.arena.models.base import StrictModel
+from agilerl.arena.models.env import ACTION_SPACE_KINDS, ENV_SPECS, EnvSpecBase
+from agilerl.arena.models.errors import (
+    ConfigError,
+    did_you_mean,
+    field_names,
+    problems_from_validation,
+)
+from agilerl.arena.models.hpo import MutationSpec, TournamentSelectionSpec
+from agilerl.arena.models.networks import FinetuningNetworkSpec, NetworkSpec
+from agilerl.arena.models.registry import MANIFEST_REGISTRY
+from agilerl.arena.models.training import ReplayBufferSpec, TrainingSpec
+
+API_VERSION = "agilerl.com/v1"
+SECTIONS = (
+    "algorithm",
+    "environment",
+    "network",
+    "training",
+    "replay_buffer",
+    "mutation",
+    "tournament_selection",
+)
+_SECTION_ALIASES = {"selection_strategy": "tournament_selection", "api_version": "apiVersion"}
+_LLM_NETWORK_KEYS = {"pretrained_model_name_or_path", "max_context_length", "lora_config"}
+_ENV_TYPE_HINT = {
+    "gym": "a gymnasium env (env=cartpole, env=pendulum, ...)",
+    "pettingzoo": "a PettingZoo env (env=mpe_simple_spread)",
+    "offline": "an offline dataset env (env=cartpole_offline)",
+    "bandit": "a bandit env (env=iris_bandit)",
+    "rollout": "an LLM rollout env (env=llm_countdown)",
+    "dataset": "an LLM dataset env (env=llm_preference or env=llm_sft)",
+}
+
+
+class _Errors:
+    """Collects line errors for one combined ``ValidationError``."""
+
+    def __init__(self) -> None:
+        self.lines: list[dict[str, Any]] = []
+
+    def add(self, loc: tuple[Any, ...], message: str, value: Any = None) -> None:
+        self.lines.append(
+            {
+                "type": PydanticCustomError("manifest", "{reason}", {"reason": message}),
+                "loc": loc,
+                "input": value,
+            }
+        )
+
+    def extend(self, prefix: tuple[Any, ...], exc: ValidationError) -> None:
+        for error in exc.errors():
+            self.lines.append({**error, "loc": prefix + tuple(error["loc"])})
+
+
+def _expected_env_type(spec_cls: type[AlgorithmSpec]) -> str:
+    return spec_cls.env_type
+
+
+def spec_class_for(algorithm: Any) -> type[AlgorithmSpec] | None:
+    """The spec class an ``algorithm`` section resolves to, or ``None``."""
+    if isinstance(algorithm, AlgorithmSpec):
+        return type(algorithm)
+    if isinstance(algorithm, dict) and isinstance(algorithm.get("name"), str):
+        name = algorithm["name"]
+        return MANIFEST_REGISTRY.get(name) if name in MANIFEST_REGISTRY else None
+    return None
+
+
+def _explicit(section: Any, key: str) -> bool:
+    if isinstance(section, dict):
+        return key in section
+    if isinstance(section, StrictModel):
+        return key in section.model_fields_set
+    return False
+
+
+class TrainingManifest(StrictModel):
+    """One run: algorithm, environment, network, training, buffer and HPO sections."""
+
+    api_version: Literal["agilerl.com/v1"] = Field(
+        API_VERSION, alias="apiVersion", description="Manifest format version."
+    )
+    algorithm: SerializeAsAny[AlgorithmSpec] = Field(
+        ..., description="The algorithm: name picks the spec, other keys are its fields."
+    )
+    environment: SerializeAsAny[EnvSpecBase] = Field(
+        ..., description="The environment, chosen by env_type (inferred from the algorithm)."
+    )
+    network: NetworkSpec | FinetuningNetworkSpec | None = Field(
+        None, description="RL encoder and head, or the LLM to fine-tune."
+    )
+    training: TrainingSpec = Field(default_factory=TrainingSpec, description="Run length etc.")
+    replay_buffer: ReplayBufferSpec | None = Field(None, description="Off-policy replay memory.")
+    mutation: MutationSpec | None = Field(None, description="Mutations between generations.")
+    tournament_selection: TournamentSelectionSpec | None = Field(
+        None, alias="selection_strategy", description="Selection between generations."
+    )
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _validate_sections(cls, data: Any, handler: Any) -> TrainingManifest:
+        if isinstance(data, TrainingManifest):
+            return data
+        if not isinstance(data, dict):
+            raise ValueError(f"a manifest must be a mapping of sections, got {type(data).__name__}")
+        errors = _Errors()
+        raw = {_SECTION_ALIASES.get(k, k): v for k, v in data.items()}
+        built: dict[str, Any] = {}
+        for key in raw:
+            if key not in (*SECTIONS, "apiVersion"):
+                guess = did_you_mean(key, SECTIONS)
+                hint = f" (did you mean {guess}?)" if guess else f"; sections: {', '.join(SECTIONS)}"
+                errors.add((key,), f"unknown section{hint}", raw[key])
+        if "apiVersion" in raw:
+            if raw["apiVersion"] != API_VERSION:
+                errors.add(("apiVersion",), f"must be {API_VERSION!r}", raw["apiVersion"])
+            built["apiVersion"] = API_VERSION
+
+        spec_cls = _resolve_algorithm_class(raw.get("algorithm"), errors)
+        environment = _build_environment(raw, spec_cls, errors)
+        network = _build_network(raw.get("network"), spec_cls, errors)
+        for key, model in (
+            ("training", TrainingSpec),
+            ("replay_buffer", ReplayBufferSpec),
+            ("mutation", MutationSpec),
+            ("tournament_selection", TournamentSelectionSpec),
+        ):
+            value = raw.get(key)
+            if value is None or (key == "mutation" and value == {}):
+                continue
+            try:
+                built[key] = model.model_validate(value)
+            except ValidationError as exc:
+                errors.extend((key,), exc)
+        algorithm = None
+        if spec_cls is not None:
+            fields = _algorithm_fields(raw["algorithm"], spec_cls, environment, network, built)
+            algorithm = _build_algorithm(raw["algorithm"]["name"], fields, errors)
+        if algorithm is not None and environment is not None:
+            _cross_checks(algorithm, environment, network, built, raw, errors)
+        if errors.lines:
+            raise ValidationError.from_exception_data(cls.__name__, errors.lines)
+        built.update(algorithm=algorithm, environment=environment, network=network)
+        training = built.setdefault("training", TrainingSpec())
+        if training.evo_steps is None and training.evo_epochs is None:
+            steps = min(algorithm.default_evo_steps, training.max_steps)
+            built["training"] = training.model_copy(update={"evo_steps": steps})
+        return handler(built)
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str | None = None) -> TrainingManifest:
+        """Validate a plain mapping, raising :class:`ConfigError` on any mistake.
+
+        Args:
+            data: The manifest as loaded from YAML/JSON or composed by Hydra.
+            source: File or command named in error messages.
+
+        Raises:
+            ConfigError: Listing every problem with its dotted path.
+        """
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(
+                problems_from_validation(exc, lambda key: section_models(key, data)), source
+            ) from None
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> TrainingManifest:
+        """Load and validate a YAML or JSON manifest file.
+
+        Raises:
+            ConfigError: If the file is missing, unreadable, not a mapping, or invalid.
+        """
+        from agilerl.arena.models.loading import read_manifest_file
+
+        return cls.from_dict(read_manifest_file(path), source=str(path))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest as plain data (JSON types), with ``algorithm.name`` written back."""
+        data = self.model_dump(mode="json", by_alias=False, exclude_none=True)
+        data = {"apiVersion": data.pop("api_version"), **data}
+        algorithm = self.algorithm.model_dump(mode="json", exclude_none=True)
+        algorithm.pop("net_config", None)
+        data["algorithm"] = {"name": self.algorithm.name, **algorithm}
+        data["environment"] = self.environment.model_dump(mode="json", exclude_none=True)
+        return data
+
+    def algorithm_with_network(self) -> AlgorithmSpec:
+        """The algorithm spec with the network section copied into ``net_config``."""
+        if isinstance(self.network, NetworkSpec) and "net_config" in type(self.algorithm).model_fields:
+            annotation_cls = type(self.algorithm).model_fields["net_config"].annotation
+            from agilerl.arena.models.errors import model_classes
+
+            target = next(iter(model_classes(annotation_cls)), NetworkSpec)
+            net = target.model_validate(self.network.model_dump(exclude_unset=True))
+            spec = self.algorithm.model_copy(update={"net_config": net})
+            spec._registry_name = self.algorithm._registry_name
+            return spec
+        return self.algorithm
+
+
+def section_models(key: str | None, data: Any) -> list[type[StrictModel]]:
+    """Model classes that validate manifest section ``key`` of ``data`` (for hints)."""
+    if key is None:
+        return [TrainingManifest]
+    data = data if isinstance(data, dict) else {}
+    if key == "algorithm":
+        spec_cls = spec_class_for(data.get("algorithm"))
+        return [spec_cls] if spec_cls else []
+    if key == "environment":
+        env = data.get("environment")
+        env_type = env.get("env_type") if isinstance(env, dict) else None
+        if env_type is None:
+            spec_cls = spec_class_for(data.get("algorithm"))
+            env_type = spec_cls.env_type if spec_cls else "gym"
+        cls = ENV_SPECS.get(str(env_type))
+        return [cls] if cls else []
+    if key == "network":
+        return [NetworkSpec, FinetuningNetworkSpec]
+    models = {
+        "training": TrainingSpec,
+        "replay_buffer": ReplayBufferSpec,
+        "mutation": MutationSpec,
+        "tournament_selection": TournamentSelectionSpec,
+        "selection_strategy": TournamentSelectionSpec,
+    }
+    return [models[key]] if key in models else []
+
+
+def _resolve_algorithm_class(section: Any, errors: _Errors) -> type[AlgorithmSpec] | None:
+    names = MANIFEST_REGISTRY.names()
+    if section is None:
+        errors.add(("algorithm",), f"missing; set algorithm.name to one of {', '.join(names)}")
+        return None
+    if not isinstance(section, dict):
+        errors.add(("algorithm",), "must be a mapping with a name and the algorithm's fields",
+                   section)  # fmt: skip
+        return None
+    name = section.get("name")
+    if name is None:
+        errors.add(("algorithm", "name"), f"missing; one of {', '.join(names)}")
+        return None
+    if not isinstance(name, str) or name not in MANIFEST_REGISTRY:
+        guess = did_you_mean(str(name), names)
+        hint = f" (did you mean {guess}?)" if guess else ""
+        errors.add(("algorithm", "name"),
+                   f"{name!r} is not a registered algorithm{hint}; registered: {', '.join(names)}",
+                   name)  # fmt: skip
+        return None
+    return MANIFEST_REGISTRY.get(name)
+
+
+def _build_environment(
+    raw: dict[str, Any], spec_cls: type[AlgorithmSpec] | None, errors: _Errors
+) -> EnvSpecBase | None:
+    section = raw.get("environment")
+    if isinstance(section, EnvSpecBase):
+        return section
+    if section is None:
+        errors.add(("environment",), "missing; choose one with env=<name> or write the section")
+        return None
+    if not isinstance(section, dict):
+        errors.add(("environment",), "must be a mapping", section)
+        return None
+    section = dict(section)
+    if "env_type" not in section and spec_cls is not None:
+        section["env_type"] = spec_cls.env_type
+        if spec_cls.objective is not None:
+            section.setdefault("objective", spec_cls.objective)
+    env_type = str(section.get("env_type", "gym"))
+    env_cls = ENV_SPECS.get(env_type)
+    if env_cls is None:
+        errors.add(("environment", "env_type"),
+                   f"unknown env_type {env_type!r}; one of {', '.join(ENV_SPECS)}", env_type)  # fmt: skip
+        return None
+    try:
+        return env_cls.model_validate(section)
+    except ValidationError as exc:
+        errors.extend(("environment",), exc)
+        return None
+
+
+def _build_network(
+    section: Any, spec_cls: type[AlgorithmSpec] | None, errors: _Errors
+) -> NetworkSpec | FinetuningNetworkSpec | None:
+    if section is None or isinstance(section, NetworkSpec | FinetuningNetworkSpec):
+        return section
+    if not isinstance(section, dict):
+        errors.add(("network",), "must be a mapping", section)
+        return None
+    is_llm_section = bool(_LLM_NETWORK_KEYS & section.keys())
+    if spec_cls is not None and issubclass(spec_cls, LLMAlgorithmSpec) != is_llm_section:
+        if is_llm_section:
+            errors.add(("network",),
+                       f"{spec_cls.__name__.removesuffix('Spec')} is an RL algorithm and takes an "
+                       "RL network (latent_dim, encoder_config, head_config), not a pretrained "
+                       "model: use network=mlp")  # fmt: skip
+        else:
+            errors.add(("network",),
+                       "an LLM algorithm needs network.pretrained_model_name_or_path (and "
+                       "max_context_length, lora_config): use network=llm_lora")  # fmt: skip
+        return None
+    model = FinetuningNetworkSpec if is_llm_section else NetworkSpec
+    try:
+        return model.model_validate(section)
+    except ValidationError as exc:
+        errors.extend(("network",), exc)
+        return None
+
+
+def _algorithm_fields(
+    section: dict[str, Any],
+    spec_cls: type[AlgorithmSpec],
+    environment: EnvSpecBase | None,
+    network: Any,
+    built: dict[str, Any],
+) -> dict[str, Any]:
+    """The algorithm's fields plus values implied by other sections."""
+    fields = {k: v for k, v in section.items() if k != "name"}
+    implied: dict[str, Any] = {}
+    known = spec_cls.model_fields
+    if environment is not None:
+        for target in ("num_envs", "vect_noise_dim"):
+            if target in known:
+                implied[target] = environment.num_envs
+    if isinstance(network, FinetuningNetworkSpec):
+        implied["pretrained_model_name_or_path"] = network.pretrained_model_name_or_path
+        implied["max_model_len"] = network.max_context_length
+        if network.lora_config is not None:
+            implied["lora_config"] = network.lora_config
+    buffer = built.get("replay_buffer")
+    if buffer is not None and buffer.n_step_buffer and "n_step" in known:
+        implied["n_step"] = buffer.n_step_buffer_args.n_step
+    for key, value in implied.items():
+        fields.setdefault(key, value)
+    fields["__implied__"] = implied
+    return fields
+
+
+def _build_algorithm(name: str, fields: dict[str, Any], errors: _Errors) -> AlgorithmSpec | None:
+    implied = fields.pop("__implied__")
+    try:
+        spec = MANIFEST_REGISTRY.create(name, **fields)
+    except ValidationError as exc:
+        errors.extend(("algorithm",), exc)
+        return None
+    except ValueError as exc:  # a name that implies a contradicted field
+        errors.add(("algorithm", "name"), str(exc), name)
+        return None
+    for key, value in implied.items():
+        actual = getattr(spec, key)
+        normalised = value.model_dump() if hasattr(value, "model_dump") else value
+        current = actual.model_dump() if hasattr(actual, "model_dump") else actual
+        if current != normalised:
+            errors.add(("algorithm", key),
+                       f"{current!r} disagrees with {value!r} set by another section; "
+                       "set it in one place only", current)  # fmt: skip
+    return spec
+
+
+def _cross_checks(
+    algorithm: AlgorithmSpec,
+    environment: EnvSpecBase,
+    network: Any,
+    built: dict[str, Any],
+    raw: dict[str, Any],
+    errors: _Errors,
+) -> None:
+    name = algorithm.name
+    env_type = str(getattr(environment, "env_type", ""))
+    expected = algorithm.env_type
+    if env_type != expected:
+        errors.add(("environment", "env_type"),
+                   f"{name} trains on {_ENV_TYPE_HINT.get(expected, expected)}, "
+                   f"not {_ENV_TYPE_HINT.get(env_type, env_type)}", env_type)  # fmt: skip
+        return
+    if algorithm.objective is not None and getattr(environment, "objective", None) not in (
+        None,
+        algorithm.objective,
+    ):
+        errors.add(("environment", "objective"),
+                   f"{name} needs objective {algorithm.objective!r}",
+                   environment.objective)  # fmt: skip
+    env_name = getattr(environment, "name", None)
+    kind = ACTION_SPACE_KINDS.get(env_name) if isinstance(env_name, str) else None
+    if kind is not None and kind not in algorithm.action_space_kinds:
+        supported = " or ".join(sorted(algorithm.action_space_kinds))
+        errors.add(("environment", "name"),
+                   f"{name} needs a {supported} action space, but {env_name} has a {kind} one",
+                   env_name)  # fmt: skip
+    if isinstance(algorithm, LLMAlgorithmSpec) and not algorithm.pretrained_model_name_or_path:
+        errors.add(("network", "pretrained_model_name_or_path"),
+                   f"{name} needs a model to fine-tune: use network=llm_lora or set "
+                   "network.pretrained_model_name_or_path")  # fmt: skip
+    if (
+        isinstance(algorithm, PPOSpec)
+        and algorithm.recurrent
+        and isinstance(network, NetworkSpec)
+        and network.simba
+    ):
+        errors.add(("network", "simba"), "a recurrent PPO policy cannot use a SimBa encoder")
+    buffer = built.get("replay_buffer")
+    if buffer is not None and buffer.per_buffer and not algorithm.supports_per_buffer:
+        errors.add(("replay_buffer", "per_buffer"),
+                   f"prioritized replay is supported by RainbowDQN only, not {name}; "
+                   "set per_buffer: false", True)  # fmt: skip
+    _check_hpo(algorithm, built, raw, errors)
+
+
+def _check_hpo(
+    algorithm: AlgorithmSpec, built: dict[str, Any], raw: dict[str, Any], errors: _Errors
+) -> None:
+    mutation: MutationSpec | None = built.get("mutation")
+    training: TrainingSpec = built.get("training") or TrainingSpec()
+    if mutation is not None:
+        numeric = {
+            n
+            for n, info in type(algorithm).model_fields.items()
+            if info.annotation in (int, float, int | None, float | None)
+        }
+        for key in mutation.rl_hp_selection:
+            aliases = {
+                info.alias: n for n, info in type(algorithm).model_fields.items() if info.alias
+            }
+            target = aliases.get(key, key)
+            if target not in numeric:
+                guess = did_you_mean(key, sorted(numeric))
+                hint = f" (did you mean {guess}?)" if guess else ""
+                errors.add(("mutation", "rl_hp_selection", key),
+                           f"{algorithm.name} has no numeric hyperparameter {key!r}{hint}; "
+                           f"it has: {', '.join(sorted(numeric))}", key)  # fmt: skip
+    if not training.hpo:
+        return
+    if mutation is not None and mutation.probabilities.total() == 0:
+        errors.add(("mutation", "probabilities"),
+                   "all mutation probabilities are zero with training.hpo on; raise no_mut, "
+                   "arch_mut, params_mut, act_mut or rl_hp_mut above 0")  # fmt: skip
+    selection: TournamentSelectionSpec = built.get("tournament_selection") or (
+        TournamentSelectionSpec()
+    )
+    if selection.tournament_size > training.pop_size and training.pop_size > 1:
+        errors.add(("tournament_selection", "tournament_size"),
+                   f"{selection.tournament_size} is larger than training.pop_size "
+                   f"({training.pop_size})", selection.tournament_size)  # fmt: skip
+
+
+def manifest_field_names() -> list[str]:
+    """Top-level keys a manifest accepts."""
+    return [*field_names(TrainingManifest), "selection_strategy"]

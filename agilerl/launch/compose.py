@@ -1,0 +1,103 @@
+"""From a composed Hydra config (or a manifest file) to a validated manifest."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from agilerl.arena.models.errors import ConfigError, problems_from_validation
+from agilerl.arena.models.loading import read_manifest_file
+from agilerl.arena.models.manifest import SECTIONS, TrainingManifest
+from agilerl.launch.options import RunOptions
+from agilerl.launch.overrides import MANIFEST_PREFIXES
+
+_NOT_MANIFEST = {"hydra"}
+
+
+def split_config(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Resolve ``cfg`` and split it into manifest sections and run options."""
+    data = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(data, dict)
+    manifest = {k: v for k, v in data.items() if k in SECTIONS and v is not None}
+    options = {k: v for k, v in data.items() if k not in SECTIONS and k not in _NOT_MANIFEST}
+    return manifest, options
+
+
+def parse_run_options(options: dict[str, Any]) -> RunOptions:
+    """Validate the run options.
+
+    Raises:
+        ConfigError: Naming the bad option.
+    """
+    from pydantic import ValidationError
+
+    try:
+        return RunOptions.model_validate(options)
+    except ValidationError as exc:
+        raise ConfigError(problems_from_validation(exc, RunOptions), "command line") from None
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Apply Hydra-style manifest overrides (``algorithm.lr=1e-3``) to a manifest mapping.
+
+    Group choices (``algorithm=dqn``) cannot be combined with a manifest file:
+    the file already chose them.
+
+    Raises:
+        ConfigError: For a group choice or an unparsable override.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    conf = OmegaConf.create(data)
+    parser = OverridesParser.create()
+    for text in overrides:
+        try:
+            (override,) = parser.parse_overrides([text])
+        except HydraException as exc:
+            raise ConfigError(f"cannot parse override {text!r}: {exc}", "command line") from None
+        key = override.key_or_group
+        head = key.split(".", 1)[0]
+        if head not in MANIFEST_PREFIXES:
+            continue
+        if "." not in key:
+            raise ConfigError(
+                f"{key}={override.value()}: a manifest file already chooses its {key}; "
+                f"override single fields instead ({key}.<field>=<value>)",
+                "command line",
+            )
+        if override.is_delete():
+            parent, _, leaf = key.rpartition(".")
+            node = OmegaConf.select(conf, parent)
+            if isinstance(node, DictConfig) and leaf in node:
+                del node[leaf]
+            continue
+        OmegaConf.update(conf, key, override.value(), merge=True, force_add=True)
+    result = OmegaConf.to_container(conf, resolve=True)
+    assert isinstance(result, dict)
+    return result
+
+
+def build_manifest(
+    cfg: DictConfig, task_overrides: Sequence[str] = ()
+) -> tuple[TrainingManifest, RunOptions]:
+    """Validate the composed config (or the manifest file it names).
+
+    Args:
+        cfg: Hydra's composed config.
+        task_overrides: The command-line overrides (re-applied onto a manifest file).
+
+    Returns:
+        The validated manifest and run options.
+
+    Raises:
+        ConfigError: Listing every problem, each with its dotted path.
+    """
+    sections, raw_options = split_config(cfg)
+    options = parse_run_options(raw_options)
+    if options.manifest:
+        data = apply_overrides(read_manifest_file(options.manifest), task_overrides)
+        return TrainingManifest.from_dict(data, source=options.manifest), options
+    return TrainingManifest.from_dict(sections), options
