@@ -1,14 +1,15 @@
 """Train from the configs in conf/ (or a manifest file).
 
-    python train.py algorithm=ppo env=cartpole
-    python train.py algorithm=dqn env=acrobot algorithm.lr=3e-4 training.pop_size=4
-    python train.py manifest=my_run.yaml training.max_steps=50000
-    python train.py -m algorithm=ppo env=cartpole seed=0,1,2
+python train.py algorithm=ppo env=cartpole
+python train.py algorithm=dqn env=acrobot algorithm.lr=3e-4 training.pop_size=4
+python train.py manifest=my_run.yaml training.max_steps=50000
+python train.py -m algorithm=ppo env=cartpole seed=0,1,2
 """
 
 from pathlib import Path
 
 import hydra
+from omegaconf import DictConfig
 
 from agilerl.launch.entry import prepare_argv, run_task
 
@@ -16,7 +17,7 @@ CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 
 @hydra.main(version_base=None, config_path="conf", config_name="config")
-def main(cfg):  # noqa: ANN001, ANN201 - Hydra's task function
+def main(cfg: DictConfig) -> float | None:
     return run_task(cfg)
 
 

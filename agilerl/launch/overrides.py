@@ -85,9 +85,13 @@ def normalise_overrides(args: Sequence[str], conf_dir: Path) -> list[str]:
                 if choice not in groups[key]:
                     guess = did_you_mean(choice, groups[key])
                     hint = f" (did you mean {guess}?)" if guess else ""
-                    problems.append(Problem(key,
-                        f"no option {choice!r} in config group {key}{hint}; "
-                        f"options: {', '.join(groups[key])}"))  # fmt: skip
+                    problems.append(
+                        Problem(
+                            key,
+                            f"no option {choice!r} in config group {key}{hint}; "
+                            f"options: {', '.join(groups[key])}",
+                        )
+                    )
             out.append(arg)
             continue
         if not rest and prefix == "" and key not in RUN_OPTIONS and key not in groups:

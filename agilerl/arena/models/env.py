@@ -72,9 +72,7 @@ class GymEnvSpec(EnvSpecBase):
                 if _MODULE_PATH.match(self.name)
                 else ""
             )
-            raise ValueError(
-                f"name {self.name!r} is not a gymnasium id like 'CartPole-v1'{hint}"
-            )
+            raise ValueError(f"name {self.name!r} is not a gymnasium id like 'CartPole-v1'{hint}")
         if self.entrypoint is not None and not _ENTRYPOINT.match(self.entrypoint):
             raise ValueError(f"entrypoint {self.entrypoint!r} must look like 'package.module:attr'")
         return self

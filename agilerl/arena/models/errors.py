@@ -124,9 +124,7 @@ def _dotted(loc: Sequence[Any]) -> str:
     return path
 
 
-def problems_from_validation(
-    exc: ValidationError, root_models: Any = None
-) -> list[Problem]:
+def problems_from_validation(exc: ValidationError, root_models: Any = None) -> list[Problem]:
     """Translate a Pydantic error into path-named problems with did-you-mean hints.
 
     Args:

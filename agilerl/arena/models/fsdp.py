@@ -68,7 +68,7 @@ class FSDPConfig:
     param_persistence_threshold: int = Field(
         100_000,
         ge=0,
-        description="Parameters with fewer elements than this stay unsharded. 0 shards every parameter.",
+        description="Parameters with fewer elements than this stay unsharded; 0 shards all.",
     )
     ep: int = Field(1, ge=1, description="Expert-parallel degree for packed MoE experts.")
     ep_token_blocks: int = Field(
@@ -84,7 +84,9 @@ class FSDPConfig:
     compile_blocks: bool = Field(
         False, description="torch.compile the dense submodules of each transformer block."
     )
-    compile_backend: str = Field("inductor", description="torch.compile backend for compile_blocks.")
+    compile_backend: str = Field(
+        "inductor", description="torch.compile backend for compile_blocks."
+    )
 
     @field_validator("param_dtype", "reduce_dtype", mode="before")
     @classmethod

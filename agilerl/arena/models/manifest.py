@@ -23,7 +23,6 @@ from pydantic_core import PydanticCustomError
 from agilerl.arena.models.algorithms import (
     AlgorithmSpec,
     LLMAlgorithmSpec,
-    MultiAgentAlgorithmSpec,
     PPOSpec,
 )
 from agilerl.arena.models.base import StrictModel
@@ -138,7 +137,9 @@ class TrainingManifest(StrictModel):
         for key in raw:
             if key not in (*SECTIONS, "apiVersion"):
                 guess = did_you_mean(key, SECTIONS)
-                hint = f" (did you mean {guess}?)" if guess else f"; sections: {', '.join(SECTIONS)}"
+                hint = (
+                    f" (did you mean {guess}?)" if guess else f"; sections: {', '.join(SECTIONS)}"
+                )
                 errors.add((key,), f"unknown section{hint}", raw[key])
         if "apiVersion" in raw:
             if raw["apiVersion"] != API_VERSION:
@@ -217,7 +218,10 @@ class TrainingManifest(StrictModel):
 
     def algorithm_with_network(self) -> AlgorithmSpec:
         """The algorithm spec with the network section copied into ``net_config``."""
-        if isinstance(self.network, NetworkSpec) and "net_config" in type(self.algorithm).model_fields:
+        if (
+            isinstance(self.network, NetworkSpec)
+            and "net_config" in type(self.algorithm).model_fields
+        ):
             annotation_cls = type(self.algorithm).model_fields["net_config"].annotation
             from agilerl.arena.models.errors import model_classes
 
@@ -263,8 +267,9 @@ def _resolve_algorithm_class(section: Any, errors: _Errors) -> type[AlgorithmSpe
         errors.add(("algorithm",), f"missing; set algorithm.name to one of {', '.join(names)}")
         return None
     if not isinstance(section, dict):
-        errors.add(("algorithm",), "must be a mapping with a name and the algorithm's fields",
-                   section)  # fmt: skip
+        errors.add(
+            ("algorithm",), "must be a mapping with a name and the algorithm's fields", section
+        )
         return None
     name = section.get("name")
     if name is None:
@@ -273,9 +278,11 @@ def _resolve_algorithm_class(section: Any, errors: _Errors) -> type[AlgorithmSpe
     if not isinstance(name, str) or name not in MANIFEST_REGISTRY:
         guess = did_you_mean(str(name), names)
         hint = f" (did you mean {guess}?)" if guess else ""
-        errors.add(("algorithm", "name"),
-                   f"{name!r} is not a registered algorithm{hint}; registered: {', '.join(names)}",
-                   name)  # fmt: skip
+        errors.add(
+            ("algorithm", "name"),
+            f"{name!r} is not a registered algorithm{hint}; registered: {', '.join(names)}",
+            name,
+        )
         return None
     return MANIFEST_REGISTRY.get(name)
 
@@ -300,8 +307,11 @@ def _build_environment(
     env_type = str(section.get("env_type", "gym"))
     env_cls = ENV_SPECS.get(env_type)
     if env_cls is None:
-        errors.add(("environment", "env_type"),
-                   f"unknown env_type {env_type!r}; one of {', '.join(ENV_SPECS)}", env_type)  # fmt: skip
+        errors.add(
+            ("environment", "env_type"),
+            f"unknown env_type {env_type!r}; one of {', '.join(ENV_SPECS)}",
+            env_type,
+        )
         return None
     try:
         return env_cls.model_validate(section)
@@ -321,14 +331,18 @@ def _build_network(
     is_llm_section = bool(_LLM_NETWORK_KEYS & section.keys())
     if spec_cls is not None and issubclass(spec_cls, LLMAlgorithmSpec) != is_llm_section:
         if is_llm_section:
-            errors.add(("network",),
-                       f"{spec_cls.__name__.removesuffix('Spec')} is an RL algorithm and takes an "
-                       "RL network (latent_dim, encoder_config, head_config), not a pretrained "
-                       "model: use network=mlp")  # fmt: skip
+            errors.add(
+                ("network",),
+                f"{spec_cls.__name__.removesuffix('Spec')} is an RL algorithm and takes an "
+                "RL network (latent_dim, encoder_config, head_config), not a pretrained "
+                "model: use network=mlp",
+            )
         else:
-            errors.add(("network",),
-                       "an LLM algorithm needs network.pretrained_model_name_or_path (and "
-                       "max_context_length, lora_config): use network=llm_lora")  # fmt: skip
+            errors.add(
+                ("network",),
+                "an LLM algorithm needs network.pretrained_model_name_or_path (and "
+                "max_context_length, lora_config): use network=llm_lora",
+            )
         return None
     model = FinetuningNetworkSpec if is_llm_section else NetworkSpec
     try:
@@ -382,9 +396,12 @@ def _build_algorithm(name: str, fields: dict[str, Any], errors: _Errors) -> Algo
         normalised = value.model_dump() if hasattr(value, "model_dump") else value
         current = actual.model_dump() if hasattr(actual, "model_dump") else actual
         if current != normalised:
-            errors.add(("algorithm", key),
-                       f"{current!r} disagrees with {value!r} set by another section; "
-                       "set it in one place only", current)  # fmt: skip
+            errors.add(
+                ("algorithm", key),
+                f"{current!r} disagrees with {value!r} set by another section; "
+                "set it in one place only",
+                current,
+            )
     return spec
 
 
@@ -400,28 +417,37 @@ def _cross_checks(
     env_type = str(getattr(environment, "env_type", ""))
     expected = algorithm.env_type
     if env_type != expected:
-        errors.add(("environment", "env_type"),
-                   f"{name} trains on {_ENV_TYPE_HINT.get(expected, expected)}, "
-                   f"not {_ENV_TYPE_HINT.get(env_type, env_type)}", env_type)  # fmt: skip
+        errors.add(
+            ("environment", "env_type"),
+            f"{name} trains on {_ENV_TYPE_HINT.get(expected, expected)}, "
+            f"not {_ENV_TYPE_HINT.get(env_type, env_type)}",
+            env_type,
+        )
         return
     if algorithm.objective is not None and getattr(environment, "objective", None) not in (
         None,
         algorithm.objective,
     ):
-        errors.add(("environment", "objective"),
-                   f"{name} needs objective {algorithm.objective!r}",
-                   environment.objective)  # fmt: skip
+        errors.add(
+            ("environment", "objective"),
+            f"{name} needs objective {algorithm.objective!r}",
+            environment.objective,
+        )
     env_name = getattr(environment, "name", None)
     kind = ACTION_SPACE_KINDS.get(env_name) if isinstance(env_name, str) else None
     if kind is not None and kind not in algorithm.action_space_kinds:
         supported = " or ".join(sorted(algorithm.action_space_kinds))
-        errors.add(("environment", "name"),
-                   f"{name} needs a {supported} action space, but {env_name} has a {kind} one",
-                   env_name)  # fmt: skip
+        errors.add(
+            ("environment", "name"),
+            f"{name} needs a {supported} action space, but {env_name} has a {kind} one",
+            env_name,
+        )
     if isinstance(algorithm, LLMAlgorithmSpec) and not algorithm.pretrained_model_name_or_path:
-        errors.add(("network", "pretrained_model_name_or_path"),
-                   f"{name} needs a model to fine-tune: use network=llm_lora or set "
-                   "network.pretrained_model_name_or_path")  # fmt: skip
+        errors.add(
+            ("network", "pretrained_model_name_or_path"),
+            f"{name} needs a model to fine-tune: use network=llm_lora or set "
+            "network.pretrained_model_name_or_path",
+        )
     if (
         isinstance(algorithm, PPOSpec)
         and algorithm.recurrent
@@ -431,9 +457,12 @@ def _cross_checks(
         errors.add(("network", "simba"), "a recurrent PPO policy cannot use a SimBa encoder")
     buffer = built.get("replay_buffer")
     if buffer is not None and buffer.per_buffer and not algorithm.supports_per_buffer:
-        errors.add(("replay_buffer", "per_buffer"),
-                   f"prioritized replay is supported by RainbowDQN only, not {name}; "
-                   "set per_buffer: false", True)  # fmt: skip
+        errors.add(
+            ("replay_buffer", "per_buffer"),
+            f"prioritized replay is supported by RainbowDQN only, not {name}; "
+            "set per_buffer: false",
+            True,
+        )
     _check_hpo(algorithm, built, raw, errors)
 
 
@@ -456,22 +485,29 @@ def _check_hpo(
             if target not in numeric:
                 guess = did_you_mean(key, sorted(numeric))
                 hint = f" (did you mean {guess}?)" if guess else ""
-                errors.add(("mutation", "rl_hp_selection", key),
-                           f"{algorithm.name} has no numeric hyperparameter {key!r}{hint}; "
-                           f"it has: {', '.join(sorted(numeric))}", key)  # fmt: skip
+                errors.add(
+                    ("mutation", "rl_hp_selection", key),
+                    f"{algorithm.name} has no numeric hyperparameter {key!r}{hint}; "
+                    f"it has: {', '.join(sorted(numeric))}",
+                    key,
+                )
     if not training.hpo:
         return
     if mutation is not None and mutation.probabilities.total() == 0:
-        errors.add(("mutation", "probabilities"),
-                   "all mutation probabilities are zero with training.hpo on; raise no_mut, "
-                   "arch_mut, params_mut, act_mut or rl_hp_mut above 0")  # fmt: skip
+        errors.add(
+            ("mutation", "probabilities"),
+            "all mutation probabilities are zero with training.hpo on; raise no_mut, "
+            "arch_mut, params_mut, act_mut or rl_hp_mut above 0",
+        )
     selection: TournamentSelectionSpec = built.get("tournament_selection") or (
         TournamentSelectionSpec()
     )
     if selection.tournament_size > training.pop_size and training.pop_size > 1:
-        errors.add(("tournament_selection", "tournament_size"),
-                   f"{selection.tournament_size} is larger than training.pop_size "
-                   f"({training.pop_size})", selection.tournament_size)  # fmt: skip
+        errors.add(
+            ("tournament_selection", "tournament_size"),
+            f"{selection.tournament_size} is larger than training.pop_size ({training.pop_size})",
+            selection.tournament_size,
+        )
 
 
 def manifest_field_names() -> list[str]:

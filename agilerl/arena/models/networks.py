@@ -14,9 +14,18 @@ from pydantic import Field, model_validator
 from agilerl.arena.models.base import StrictModel
 
 MlpActivation = Literal[
-    "Tanh", "GELU", "ReLU", "ELU", "LeakyReLU", "Sigmoid", "Softplus", "Softmax",
-    "GumbelSoftmax", "PReLU", "Identity",
-]  # fmt: skip
+    "Tanh",
+    "GELU",
+    "ReLU",
+    "ELU",
+    "LeakyReLU",
+    "Sigmoid",
+    "Softplus",
+    "Softmax",
+    "GumbelSoftmax",
+    "PReLU",
+    "Identity",
+]
 ENCODER_ARCHS = ("mlp", "cnn", "lstm", "simba", "multiinput")
 
 
@@ -48,8 +57,9 @@ class MlpSpec(StrictModel):
 
     @model_validator(mode="after")
     def _bounds(self) -> MlpSpec:
-        _check_bounds("hidden_layers", self.min_hidden_layers, self.max_hidden_layers,
-                      len(self.hidden_size))  # fmt: skip
+        _check_bounds(
+            "hidden_layers", self.min_hidden_layers, self.max_hidden_layers, len(self.hidden_size)
+        )
         _check_bounds("mlp_nodes", self.min_mlp_nodes, self.max_mlp_nodes)
         for width in self.hidden_size:
             _check_bounds("mlp_nodes", self.min_mlp_nodes, self.max_mlp_nodes, width)
@@ -81,7 +91,9 @@ class CnnSpec(StrictModel):
 
     arch: Literal["cnn"] = Field("cnn", description="Encoder kind.")
     channel_size: list[Annotated[int, Field(ge=1)]] = Field(
-        default_factory=lambda: [32, 32], min_length=1, description="Output channels per conv layer."
+        default_factory=lambda: [32, 32],
+        min_length=1,
+        description="Output channels per conv layer.",
     )
     kernel_size: list[Annotated[int, Field(ge=1)]] = Field(
         default_factory=lambda: [3, 3], min_length=1, description="Kernel size per conv layer."
@@ -105,8 +117,9 @@ class CnnSpec(StrictModel):
                 "channel_size, kernel_size and stride_size must have the same length "
                 f"(got {len(self.channel_size)}, {len(self.kernel_size)}, {len(self.stride_size)})"
             )
-        _check_bounds("hidden_layers", self.min_hidden_layers, self.max_hidden_layers,
-                      len(self.channel_size))  # fmt: skip
+        _check_bounds(
+            "hidden_layers", self.min_hidden_layers, self.max_hidden_layers, len(self.channel_size)
+        )
         for channels in self.channel_size:
             _check_bounds("channel_size", self.min_channel_size, self.max_channel_size, channels)
         return self
@@ -126,8 +139,12 @@ class LstmSpec(StrictModel):
 
     @model_validator(mode="after")
     def _bounds(self) -> LstmSpec:
-        _check_bounds("hidden_state_size", self.min_hidden_state_size,
-                      self.max_hidden_state_size, self.hidden_state_size)  # fmt: skip
+        _check_bounds(
+            "hidden_state_size",
+            self.min_hidden_state_size,
+            self.max_hidden_state_size,
+            self.hidden_state_size,
+        )
         _check_bounds("layers", self.min_layers, self.max_layers, self.num_layers)
         return self
 
@@ -152,8 +169,13 @@ class MultiInputSpec(StrictModel):
 EncoderType = Annotated[
     MlpSpec | CnnSpec | LstmSpec | SimbaSpec | MultiInputSpec, Field(discriminator="arch")
 ]
-_ARCH_HINTS = {"channel_size": "cnn", "hidden_state_size": "lstm", "num_blocks": "simba",
-               "cnn_config": "multiinput", "hidden_size": "mlp"}  # fmt: skip
+_ARCH_HINTS = {
+    "channel_size": "cnn",
+    "hidden_state_size": "lstm",
+    "num_blocks": "simba",
+    "cnn_config": "multiinput",
+    "hidden_size": "mlp",
+}
 
 
 def infer_arch(encoder_config: dict[str, Any]) -> str | None:
@@ -283,4 +305,6 @@ class FinetuningNetworkSpec(StrictModel):
     max_context_length: int = Field(
         1024, ge=1, description="Prompt plus completion tokens (becomes algorithm.max_model_len)."
     )
-    lora_config: LoraConfigDict | None = Field(None, description="LoRA adapter; null trains all weights.")
+    lora_config: LoraConfigDict | None = Field(
+        None, description="LoRA adapter; null trains all weights."
+    )

@@ -53,13 +53,13 @@ def manifest_schema() -> dict[str, Any]:
             "apiVersion": {"const": API_VERSION},
             "algorithm": {"oneOf": algorithms},
             "environment": {"anyOf": environments},
-            "network": {"anyOf": [section(NetworkSpec), section(FinetuningNetworkSpec),
-                                  {"type": "null"}]},  # fmt: skip
+            "network": {
+                "anyOf": [section(NetworkSpec), section(FinetuningNetworkSpec), {"type": "null"}]
+            },
             "training": section(TrainingSpec),
             "replay_buffer": {"anyOf": [section(ReplayBufferSpec), {"type": "null"}]},
             "mutation": {"anyOf": [section(MutationSpec), {"type": "null"}]},
-            "tournament_selection": {"anyOf": [section(TournamentSelectionSpec),
-                                               {"type": "null"}]},  # fmt: skip
+            "tournament_selection": {"anyOf": [section(TournamentSelectionSpec), {"type": "null"}]},
         },
         "$defs": defs,
     }

@@ -81,9 +81,7 @@ class TrainingSpec(StrictModel):
         None, gt=0, description="Stop after this many seconds of wall time."
     )
     episode_steps: int | None = Field(None, ge=1, description="Steps per bandit episode.")
-    sum_scores: bool | None = Field(
-        None, description="Multi-agent fitness is the sum over agents."
-    )
+    sum_scores: bool | None = Field(None, description="Multi-agent fitness is the sum over agents.")
     reporting_interval: int = Field(1024, ge=1, description="Steps between progress reports.")
     experience_sharing: bool | None = Field(
         None, description="Off-policy populations share one replay buffer."
@@ -143,9 +141,7 @@ class TrainingSpec(StrictModel):
                 raise ValueError("experience_sharing is not available with rollout_mode async")
             batch = self.rollout_batch_size or 1
             if batch % self.training_gpus_per_agent:
-                raise ValueError(
-                    "rollout_batch_size must be a multiple of training_gpus_per_agent"
-                )
+                raise ValueError("rollout_batch_size must be a multiple of training_gpus_per_agent")
         return self
 
     @property

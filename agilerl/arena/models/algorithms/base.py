@@ -8,9 +8,9 @@ data: no method here builds a module, an env or a loop.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar
+from typing import Any, ClassVar
 
-from pydantic import Field, PrivateAttr, WithJsonSchema, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from agilerl.arena.models.base import StrictModel
 from agilerl.arena.models.fsdp import FSDPConfig, coerce_fsdp
@@ -113,9 +113,6 @@ class MultiAgentAlgorithmSpec(AlgorithmSpec):
     )
 
 
-_FSDP_SCHEMA = WithJsonSchema(
-    {"anyOf": [{"type": "null"}, {"type": "boolean"}, {"$ref": "#/$defs/FSDPConfig"}]}
-)
 _PACKED_ATTENTION = ("flash_attention_2", "flex_attention")
 
 
@@ -142,8 +139,12 @@ class LLMAlgorithmSpec(AlgorithmSpec):
     calc_position_embeddings: bool = Field(True, description="Compute position ids from the mask.")
     gradient_checkpointing: bool = Field(True, description="Recompute activations in backward.")
     use_liger_loss: bool = Field(True, description="Use Liger's fused loss kernels.")
-    use_liger_kernel: bool | None = Field(None, description="Liger kernels; null decides per model.")
-    use_mamba_kernels: bool | None = Field(None, description="Mamba kernels; null decides per model.")
+    use_liger_kernel: bool | None = Field(
+        None, description="Liger kernels; null decides per model."
+    )
+    use_mamba_kernels: bool | None = Field(
+        None, description="Mamba kernels; null decides per model."
+    )
     cast_logprobs_to_fp32: bool = Field(True, description="Compute log-probs in float32.")
     seed: int = Field(42, description="Seed for the LLM run.")
     quantization: str | dict[str, Any] | None = Field(
@@ -175,7 +176,8 @@ class LLMAlgorithmSpec(AlgorithmSpec):
     answer_continuation: bool = Field(
         False, description="Continue generation into the answer; needs an answer pattern."
     )
-    fsdp: Annotated[FSDPConfig | None, _FSDP_SCHEMA] = Field(
+    # bool is accepted on input only: true becomes FSDPConfig(), false is refused.
+    fsdp: FSDPConfig | bool | None = Field(
         None, description="FSDP2 sharding; true for defaults, a mapping to tune, null for off."
     )
     vllm_engine_args: dict[str, Any] = Field(

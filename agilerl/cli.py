@@ -1,0 +1,119 @@
+"""The ``agilerl`` command: validate manifests, export the schema, list algorithms."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from agilerl.arena.models.errors import EXIT_USER_ERROR, ConfigError
+
+
+def _validate(files: Sequence[str], quiet: bool) -> int:
+    from agilerl.arena.models.manifest import TrainingManifest
+
+    failed = 0
+    for path in files:
+        try:
+            manifest = TrainingManifest.from_file(path)
+        except ConfigError as error:
+            failed += 1
+            print(
+                error.render() if error.source else f"error: {path}: {error.render()[7:]}",
+                file=sys.stderr,
+            )
+            continue
+        if not quiet:
+            env = getattr(manifest.environment, "name", type(manifest.environment).__name__)
+            print(f"ok: {path}: {manifest.algorithm.name} on {env}")
+    return EXIT_USER_ERROR if failed else 0
+
+
+def _schema(indent: int) -> int:
+    from agilerl.arena.models.schema import manifest_schema
+
+    print(json.dumps(manifest_schema(), indent=indent or None))
+    return 0
+
+
+def _paradigm(spec_cls: type) -> tuple[str, str]:
+    """(paradigm, training loop) of a spec class, read from its flags only."""
+    from agilerl.arena.models.algorithms import (
+        LLMAlgorithmSpec,
+        MultiAgentAlgorithmSpec,
+    )
+
+    if issubclass(spec_cls, LLMAlgorithmSpec):
+        if spec_cls.env_type == "rollout":
+            return "LLM rollout", "train_llm_rollout"
+        return "LLM dataset", "train_llm_dataset"
+    if issubclass(spec_cls, MultiAgentAlgorithmSpec):
+        if spec_cls.off_policy:
+            return "multi-agent off-policy", "train_multi_agent_off_policy"
+        return "multi-agent on-policy", "train_multi_agent_on_policy"
+    if spec_cls.bandit:
+        return "contextual bandit", "train_bandits"
+    if spec_cls.offline:
+        return "offline", "train_offline"
+    if spec_cls.off_policy:
+        return "off-policy", "train_off_policy"
+    return "on-policy", "train_on_policy"
+
+
+def _algorithms() -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from agilerl.arena.models.registry import MANIFEST_REGISTRY
+
+    table = Table(title="Registered algorithms")
+    for column in ("name", "paradigm", "training loop", "env", "key defaults"):
+        table.add_column(column)
+    for name, spec_cls in MANIFEST_REGISTRY.items():
+        paradigm, loop = _paradigm(spec_cls)
+        fields = spec_cls.model_fields
+        keys = [
+            k
+            for k in ("lr", "lr_actor", "batch_size", "learn_step", "gamma", "group_size")
+            if k in fields
+        ]
+        defaults = ", ".join(
+            f"{k}={'required' if fields[k].is_required() else fields[k].default}" for k in keys
+        )
+        table.add_row(name, paradigm, loop, spec_cls.env_type, defaults)
+    Console().print(table)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``agilerl`` argument parser."""
+    parser = argparse.ArgumentParser(prog="agilerl", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    validate = sub.add_parser("validate", help="validate manifest files (exit 2 if any is invalid)")
+    validate.add_argument("files", nargs="+", help="YAML or JSON manifest files")
+    validate.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+    schema = sub.add_parser("schema", help="print the manifest's JSON schema")
+    schema.add_argument("--indent", type=int, default=2, help="JSON indent (0: one line)")
+    sub.add_parser("algorithms", help="list registered algorithms")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``agilerl`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "validate":
+            return _validate(args.files, args.quiet)
+        if args.command == "schema":
+            return _schema(args.indent)
+        if args.command == "algorithms":
+            return _algorithms()
+    except ConfigError as error:
+        print(error.render(), file=sys.stderr)
+        return EXIT_USER_ERROR
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,3 @@
+"""Re-export of :mod:`agilerl.arena.models.fsdp` (the same objects)."""
+
+from agilerl.arena.models.fsdp import *  # noqa: F403

@@ -1,0 +1,3 @@
+"""Re-export of :mod:`agilerl.arena.models.hpo` (the same objects)."""
+
+from agilerl.arena.models.hpo import *  # noqa: F403

@@ -1,0 +1,3 @@
+"""Re-export of :mod:`agilerl.arena.models.manifest` (the same objects)."""
+
+from agilerl.arena.models.manifest import *  # noqa: F403
