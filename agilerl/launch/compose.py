@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -80,6 +81,23 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
     return result
 
 
+def resumed_manifest_file(run_dir: Path) -> Path:
+    """The ``manifest.yaml`` of a run directory to resume.
+
+    Raises:
+        ConfigError: If ``run_dir`` is missing or is not a run directory.
+    """
+    if not run_dir.is_dir():
+        raise ConfigError(f"resume={run_dir}: no such directory")
+    manifest = run_dir / "manifest.yaml"
+    if not manifest.exists() or not (run_dir / "checkpoints").is_dir():
+        raise ConfigError(
+            f"resume={run_dir}: not a run directory of agilerl (no manifest.yaml and "
+            "checkpoints/); pass the directory an earlier train.py run wrote"
+        )
+    return manifest
+
+
 def build_manifest(
     cfg: DictConfig, task_overrides: Sequence[str] = ()
 ) -> tuple[TrainingManifest, RunOptions]:
@@ -97,6 +115,10 @@ def build_manifest(
     """
     sections, raw_options = split_config(cfg)
     options = parse_run_options(raw_options)
+    if options.resume:
+        source = resumed_manifest_file(Path(options.resume))
+        data = apply_overrides(read_manifest_file(source), task_overrides)
+        return TrainingManifest.from_dict(data, source=str(source)), options
     if options.manifest:
         data = apply_overrides(read_manifest_file(options.manifest), task_overrides)
         return TrainingManifest.from_dict(data, source=options.manifest), options

@@ -1,0 +1,139 @@
+"""The paradigm-keyed factory that turns a spec into a live algorithm."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import warnings
+from typing import Any
+
+from agilerl.arena.models.algorithms import (
+    AlgorithmSpec,
+    LLMAlgorithmSpec,
+    MultiAgentAlgorithmSpec,
+    SingleAgentAlgorithmSpec,
+)
+from agilerl.builders.runtime import AlgorithmBuildRuntime
+
+_PARADIGM_BASES = (
+    AlgorithmSpec,
+    SingleAgentAlgorithmSpec,
+    MultiAgentAlgorithmSpec,
+    LLMAlgorithmSpec,
+)
+
+
+class AlgorithmBuilder:
+    """Paradigm-keyed factory that builds a live algorithm from a spec.
+
+    Concrete builders own the paradigm-specific build signature; the callers
+    dispatch on paradigm and call the concrete class directly.
+    """
+
+    required_base: str = "EvolvableAlgorithm"
+
+    @classmethod
+    def algo_class(cls, spec: AlgorithmSpec) -> type:
+        """Resolve the algorithm class from :mod:`agilerl.algorithms`.
+
+        Naming convention: ``<Name>Spec -> <Name>``. Walks the spec's MRO so a
+        user subclass still maps to the parent algorithm.
+
+        Raises:
+            AttributeError: If no algorithm matches the spec's name.
+        """
+        algorithms = importlib.import_module("agilerl.algorithms")
+        from agilerl.algorithms.core.base import EvolvableAlgorithm
+
+        tried = []
+        for klass in type(spec).__mro__:
+            if klass in _PARADIGM_BASES or not isinstance(klass, type):
+                break
+            if not klass.__name__.endswith("Spec"):
+                continue
+            name = klass.__name__.removesuffix("Spec")
+            tried.append(name)
+            found = getattr(algorithms, name, None)
+            if isinstance(found, type) and issubclass(found, EvolvableAlgorithm):
+                return found
+        hint = (
+            " (LLM algorithms need the llm extra: pip install 'agilerl[llm]')"
+            if isinstance(spec, LLMAlgorithmSpec)
+            else ""
+        )
+        raise AttributeError(
+            f"No algorithm class for {type(spec).__name__} in agilerl.algorithms "
+            f"(looked for {', '.join(tried) or 'nothing'}){hint}"
+        )
+
+    @classmethod
+    def checked_class(cls, spec: AlgorithmSpec) -> type:
+        """:meth:`algo_class`, checked against the paradigm's algorithm base class."""
+        algo_cls = cls.algo_class(spec)
+        from agilerl.algorithms.core import base
+
+        required = getattr(base, cls.required_base)
+        if not issubclass(algo_cls, required):
+            raise TypeError(f"{algo_cls.__name__} is not a subclass of {required.__name__}")
+        return algo_cls
+
+
+def spec_kwargs(spec: AlgorithmSpec, hp_config: Any = None) -> dict[str, Any]:
+    """The constructor keyword arguments a spec stands for.
+
+    Only explicitly set fields are forwarded, so the constructor's own
+    defaults apply to everything the manifest left out; sub-models become
+    plain dicts.
+    """
+    kwargs = spec.model_dump(include=set(spec.model_fields_set), exclude={"net_config"})
+    net_config = getattr(spec, "net_config", None)
+    if net_config is not None:
+        if isinstance(net_config, dict):
+            kwargs["net_config"] = {k: v.model_dump() for k, v in net_config.items()}
+        else:
+            kwargs["net_config"] = net_config.model_dump()
+    if hp_config is not None:
+        kwargs["hp_config"] = hp_config
+    return kwargs
+
+
+def constructor_kwargs(algo_cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Drop the keys ``algo_cls`` does not accept (unless it takes ``**kwargs``)."""
+    params = inspect.signature(algo_cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return kwargs
+    return {k: v for k, v in kwargs.items() if k in params}
+
+
+def apply_checkpoint(algo: Any, spec: AlgorithmSpec, runtime: AlgorithmBuildRuntime) -> Any:
+    """Load weights or a whole checkpoint into a freshly built algorithm.
+
+    Raises:
+        ValueError: If both ``resume_from_checkpoint`` and ``load_weights_from`` are set.
+    """
+    resume, weights = runtime.resume_from_checkpoint, runtime.load_weights_from
+    if resume and weights:
+        raise ValueError("set only one of resume_from_checkpoint and load_weights_from")
+    if weights:
+        algo.load_weights(weights)
+    elif resume:
+        configured = {
+            k: getattr(algo, k)
+            for k in spec.model_fields_set
+            if isinstance(getattr(algo, k, None), bool | int | float | str)
+        }
+        algo.load_checkpoint(resume)
+        if runtime.index is not None:
+            algo.index = runtime.index
+        drift = [
+            f"{k}: spec {v!r}, checkpoint {getattr(algo, k)!r}"
+            for k, v in configured.items()
+            if getattr(algo, k) != v
+        ]
+        if drift:
+            warnings.warn(
+                "checkpoint values differ from the spec (checkpoint wins): " + "; ".join(drift),
+                UserWarning,
+                stacklevel=3,
+            )
+    return algo

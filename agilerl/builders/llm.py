@@ -1,0 +1,98 @@
+"""Builder for LLM fine-tuning algorithms (GRPO, LLM PPO, LLM REINFORCE, DPO, SFT)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agilerl.arena.models.algorithms import AlgorithmSpec, LLMAlgorithmSpec, RolloutLLMSpec
+from agilerl.builders.base import (
+    AlgorithmBuilder,
+    apply_checkpoint,
+    constructor_kwargs,
+    spec_kwargs,
+)
+from agilerl.builders.runtime import AlgorithmBuildRuntime
+
+COLOCATED_VLLM_DEFAULTS = {
+    "max_num_seqs": 16,
+    "gpu_memory_utilization": 0.9,
+    "tensor_parallel_size": 1,
+    "sleep_mode": True,
+}
+
+
+def to_peft_lora(lora: dict[str, Any]) -> Any:
+    """Convert the manifest's LoRA mapping into a ``peft.LoraConfig``."""
+    try:
+        from peft import LoraConfig
+    except ImportError as exc:
+        raise ImportError("LoRA needs the llm extra: pip install 'agilerl[llm]'") from exc
+    fields = dict(lora)
+    return LoraConfig(
+        r=fields.pop("lora_r"),
+        lora_alpha=fields.pop("lora_alpha"),
+        lora_dropout=fields.pop("lora_dropout"),
+        **{k: v for k, v in fields.items() if v is not None},
+    )
+
+
+class LLMBuilder(AlgorithmBuilder):
+    """LLM fine-tuning."""
+
+    required_base = "LLMAlgorithm"
+
+    @classmethod
+    def build(
+        cls,
+        spec: AlgorithmSpec,
+        *,
+        tokenizer: Any = None,
+        runtime: AlgorithmBuildRuntime | None = None,
+        actor_network: Any = None,
+        rollout_mode: str = "",
+    ) -> Any:
+        """Build an LLM algorithm.
+
+        Args:
+            spec: The algorithm spec.
+            tokenizer: A HuggingFace tokenizer.
+            runtime: Population slot, device, HPO, and optional checkpoint; index defaults to 0.
+            actor_network: Pre-built or cloned actor, used instead of loading the model.
+            rollout_mode: ``training.rollout_mode``; colocated runs vLLM in the trainer.
+
+        Raises:
+            ValueError: If ``tokenizer`` is None.
+            TypeError: If ``spec`` is not an LLM spec.
+        """
+        if not isinstance(spec, LLMAlgorithmSpec):
+            raise TypeError(f"{type(spec).__name__} is not an LLM algorithm spec")
+        if tokenizer is None:
+            raise ValueError("LLMBuilder.build needs a tokenizer")
+        runtime = runtime or AlgorithmBuildRuntime(index=0)
+        algo_cls = cls.checked_class(spec)
+        kwargs = spec_kwargs(spec, runtime.hp_config)
+        kwargs["model_name"] = spec.pretrained_model_name_or_path
+        kwargs.pop("pretrained_model_name_or_path", None)
+        if isinstance(spec, RolloutLLMSpec) and rollout_mode == "colocated" and spec.use_vllm:
+            kwargs["vllm_config"] = {**COLOCATED_VLLM_DEFAULTS, **(kwargs.get("vllm_config") or {})}
+        else:
+            kwargs.pop("vllm_config", None)
+        if spec.lora_config is not None:
+            kwargs["lora_config"] = to_peft_lora(spec.lora_config.model_dump())
+        if spec.fsdp is not None:
+            kwargs["fsdp_config"] = kwargs.pop("fsdp")
+        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else None
+        if pad_id is None and getattr(tokenizer, "eos_token_id", None) is not None:
+            tokenizer.pad_token = tokenizer.eos_token
+            pad_id = tokenizer.eos_token_id
+        kwargs.update(
+            pad_token_id=pad_id,
+            pad_token=tokenizer.pad_token,
+            index=runtime.index if runtime.index is not None else 0,
+            device=runtime.device,
+            accelerator=runtime.accelerator,
+            actor_network=actor_network,
+            tokenizer=tokenizer,
+        )
+        algo = algo_cls(**constructor_kwargs(algo_cls, kwargs))
+        return apply_checkpoint(algo, spec, runtime)

@@ -1,0 +1,1 @@
+"""Environment factories: specs in, live (vectorised) environments out."""

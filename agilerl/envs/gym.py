@@ -1,0 +1,100 @@
+"""Gymnasium vector environments built from a :class:`GymEnvSpec`."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.vector import AutoresetMode
+
+from agilerl.arena.models.env import GymEnvSpec
+from agilerl.arena.models.errors import ConfigError, did_you_mean
+
+
+def _check_registered(name: str) -> None:
+    if name in gym.registry:
+        return
+    if ":" in name:  # "module:EnvId-v0" registers on import
+        return
+    ids = list(gym.registry)
+    guess = did_you_mean(name, ids)
+    hint = f" (did you mean {guess}?)" if guess else ""
+    namespace = name.split("/", 1)[0] if "/" in name else None
+    extra = f"; is the package that registers {namespace!r} installed?" if namespace else ""
+    raise ConfigError(
+        f"environment.name: {name!r} is not a registered gymnasium id{hint}{extra}"
+    )
+
+
+def _env_factory(spec: GymEnvSpec, render_mode: str | None = None) -> Any:
+    kwargs = dict(spec.env_config or {})
+    if spec.max_episode_steps is not None:
+        kwargs["max_episode_steps"] = spec.max_episode_steps
+    if render_mode is not None:
+        kwargs["render_mode"] = render_mode
+    if spec.entrypoint is not None:
+        if spec.path:
+            sys.path.insert(0, spec.path)
+        module_name, _, attr = spec.entrypoint.replace(":", ".").rpartition(".")
+        make = getattr(importlib.import_module(module_name), attr)
+        return lambda: _wrap(make(**kwargs), spec)
+    _check_registered(spec.name)
+    return lambda: _wrap(gym.make(spec.name, **kwargs), spec)
+
+
+def _wrap(env: gym.Env, spec: GymEnvSpec) -> gym.Env:
+    for wrapper in spec.env_wrappers or []:
+        name, kwargs = (wrapper, {}) if isinstance(wrapper, str) else wrapper
+        env = getattr(gym.wrappers, name)(env, **kwargs)
+    return env
+
+
+def make_vector_env(
+    spec: GymEnvSpec,
+    num_envs: int | None = None,
+    *,
+    seed: int | None = None,
+    autoreset_mode: AutoresetMode = AutoresetMode.SAME_STEP,
+    render_mode: str | None = None,
+) -> gym.vector.VectorEnv:
+    """A vector env of ``num_envs`` copies (``spec.num_envs`` by default).
+
+    Copies step in-process when ``spec.sync`` is true, else in subprocesses.
+    Autoreset happens in the same step, with the final observation in
+    ``info["final_obs"]``, so truncated episodes can be bootstrapped.
+
+    Raises:
+        ConfigError: If the gymnasium id is unknown (close matches are listed).
+    """
+    n = num_envs or spec.num_envs
+    factory = _env_factory(spec, render_mode)
+    kwargs = {"autoreset_mode": autoreset_mode}
+    if spec.sync or n == 1:
+        env = gym.vector.SyncVectorEnv([factory] * n, **kwargs)
+    else:
+        env = gym.vector.AsyncVectorEnv([factory] * n, **kwargs)
+    if seed is not None:
+        env.reset(seed=seed)
+        env.action_space.seed(seed)
+    return env
+
+
+def make_single_env(spec: GymEnvSpec, render_mode: str | None = None) -> gym.Env:
+    """One (unvectorised) copy of the env, e.g. for rendering a video."""
+    return _env_factory(spec, render_mode)()
+
+
+def action_space_kind(space: gym.Space) -> str:
+    """``discrete``, ``continuous``, ``multidiscrete`` or ``multibinary``."""
+    kinds = {
+        gym.spaces.Discrete: "discrete",
+        gym.spaces.Box: "continuous",
+        gym.spaces.MultiDiscrete: "multidiscrete",
+        gym.spaces.MultiBinary: "multibinary",
+    }
+    for cls, kind in kinds.items():
+        if isinstance(space, cls):
+            return kind
+    return type(space).__name__

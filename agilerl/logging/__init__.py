@@ -1,0 +1,1 @@
+"""Run directory, metric sinks and the live console display."""

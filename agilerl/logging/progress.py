@@ -1,0 +1,71 @@
+"""Live console display: steps, steps/s, ETA, latest and best fitness."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+
+class TrainingProgress:
+    """A rich progress bar on a terminal; one plain line per evaluation elsewhere."""
+
+    def __init__(self, total_steps: int, label: str, *, enabled: bool = True) -> None:
+        self.total = total_steps
+        self.label = label
+        self.enabled = enabled
+        self.console = Console(stderr=True)
+        self.live = enabled and sys.stderr.isatty()
+        self.start = time.perf_counter()
+        self.latest: float | None = None
+        self.best: float | None = None
+        self.progress: Progress | None = None
+        if self.live:
+            self.progress = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]:>8} steps/s"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                TextColumn("fitness {task.fields[latest]} (best {task.fields[best]})"),
+                console=self.console,
+                transient=False,
+            )
+            self.task = self.progress.add_task(label, total=total_steps, rate="-", latest="-",
+                                               best="-")  # fmt: skip
+            self.progress.start()
+
+    def update(self, steps: int, steps_per_second: float) -> None:
+        """Move the bar to ``steps``."""
+        if self.progress is not None:
+            self.progress.update(self.task, completed=min(steps, self.total),
+                                 rate=f"{steps_per_second:,.0f}")  # fmt: skip
+
+    def evaluation(self, steps: int, fitness: list[float], steps_per_second: float) -> None:
+        """Report an evaluation of the population."""
+        self.latest = max(fitness)
+        self.best = self.latest if self.best is None else max(self.best, self.latest)
+        if self.progress is not None:
+            self.progress.update(self.task, latest=f"{self.latest:.1f}", best=f"{self.best:.1f}")
+        elif self.enabled:
+            shown = ", ".join(f"{f:.1f}" for f in fitness)
+            self.console.print(
+                f"{self.label}: step {steps:,}/{self.total:,}  {steps_per_second:,.0f} steps/s  "
+                f"fitness [{shown}]  best {self.best:.1f}",
+                highlight=False,
+            )
+
+    def close(self) -> None:
+        """Stop the live display."""
+        if self.progress is not None:
+            self.progress.stop()

@@ -1,0 +1,83 @@
+"""Strategies for LLM fine-tuning: generative rollouts and teacher-forced datasets."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, ClassVar
+
+from agilerl.arena.models.algorithms import AlgorithmSpec
+from agilerl.arena.models.env import EnvSpecBase
+from agilerl.arena.models.training import TrainingSpec
+from agilerl.strategies.base import TrainingLoop, TrainingStrategy
+
+_IGNORED_BY_LLM_LOOPS = (
+    "target_score", "eval_steps", "eval_loop", "learning_delay", "eps_start", "eps_end",
+    "eps_decay", "overwrite_checkpoints",
+)  # fmt: skip
+
+
+class LLMStrategy(TrainingStrategy):
+    """Shared orchestration for the LLM fine-tuning loops."""
+
+    takes_epochs: ClassVar[bool] = False
+
+    def get_trainer_kwargs(
+        self,
+        spec: AlgorithmSpec,
+        *,
+        training: TrainingSpec,
+        env_spec: EnvSpecBase,
+        memory: Any = None,
+        n_step_memory: Any = None,
+    ) -> dict[str, Any]:
+        """evaluation_interval, checkpoints, max_reward; num_epochs for dataset loops."""
+        ignored = [
+            k
+            for k in _IGNORED_BY_LLM_LOOPS
+            if k in training.model_fields_set
+            and getattr(training, k) != TrainingSpec.model_fields[k].default
+        ]
+        if ignored:
+            warnings.warn(
+                f"LLM training loops ignore training.{', training.'.join(ignored)}",
+                UserWarning,
+                stacklevel=2,
+            )
+        kwargs: dict[str, Any] = {"evaluation_interval": training.evaluation_interval or 10}
+        if training.checkpoint_steps is not None:
+            kwargs["checkpoint_steps"] = training.checkpoint_steps
+        if training.checkpoint_path is not None:
+            kwargs["checkpoint_path"] = training.checkpoint_path
+        if self.takes_epochs:
+            kwargs["num_epochs"] = training.num_epochs
+        elif training.num_epochs is not None:
+            warnings.warn(
+                "training.num_epochs is ignored by rollout fine-tuning", UserWarning, stacklevel=2
+            )
+        max_reward = getattr(env_spec, "max_reward", None)
+        if max_reward is not None:
+            kwargs["max_reward"] = max_reward
+        return kwargs
+
+
+class LLMRolloutStrategy(LLMStrategy):
+    """Generative rollout fine-tuning (GRPO family, LLM PPO, LLM REINFORCE).
+
+    One loop for every rollout regime: single-turn reasoning is ``max_turns=1``.
+    """
+
+    default_loop: ClassVar[str | TrainingLoop | None] = (
+        "agilerl.training.llm.train_llm_rollout:train_llm_rollout"
+    )
+
+
+class LLMDatasetStrategy(LLMStrategy):
+    """Teacher-forced fine-tuning over dataset rows (DPO and SFT).
+
+    One loop for both objectives; the env's objective picks the loss.
+    """
+
+    takes_epochs: ClassVar[bool] = True
+    default_loop: ClassVar[str | TrainingLoop | None] = (
+        "agilerl.training.llm.train_llm_dataset:train_llm_dataset"
+    )

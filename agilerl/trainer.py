@@ -1,0 +1,329 @@
+"""LocalTrainer: the Python API that runs a validated manifest on this machine.
+
+    trainer = LocalTrainer(algorithm="PPO", environment="CartPole-v1",
+                           training={"max_steps": 50_000, "target_score": 475})
+    population, fitnesses = trainer.train()
+
+or from a manifest file: ``LocalTrainer.from_manifest("run.yaml").train()``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agilerl.arena.models.algorithms import AlgorithmSpec, MultiAgentAlgorithmSpec
+from agilerl.arena.models.env import EnvSpecBase
+from agilerl.arena.models.errors import ConfigError
+from agilerl.arena.models.manifest import TrainingManifest
+from agilerl.arena.models.training import TrainingSpec
+from agilerl.builders import AlgorithmBuildRuntime, select_builder
+from agilerl.launch.options import LoggerOptions
+from agilerl.logging.loggers import FanOut, MetricSink, TensorBoardSink, WandbSink
+from agilerl.logging.progress import TrainingProgress
+from agilerl.logging.run_dir import RunDirectory
+from agilerl.strategies import select_strategy
+from agilerl.training.checkpointing import CheckpointManager, set_rng_state
+from agilerl.training.run_context import RunContext, finite_or_none
+
+
+def _algorithm_section(algorithm: str | dict[str, Any] | AlgorithmSpec) -> Any:
+    if isinstance(algorithm, str):
+        return {"name": algorithm}
+    if isinstance(algorithm, AlgorithmSpec):
+        return {"name": algorithm.name, **algorithm.model_dump(exclude_unset=True)}
+    return algorithm
+
+
+def _environment_section(environment: str | dict[str, Any] | EnvSpecBase) -> Any:
+    if isinstance(environment, str):
+        return {"name": environment}
+    if isinstance(environment, EnvSpecBase):
+        return {"env_type": str(environment.env_type),
+                **environment.model_dump(exclude_unset=True)}  # fmt: skip
+    return environment
+
+
+def _section(value: Any) -> Any:
+    return value.model_dump(exclude_unset=True) if hasattr(value, "model_dump") else value
+
+
+class LocalTrainer:
+    """Trains a manifest's population on this machine and fills a run directory.
+
+    Args:
+        algorithm: Registry name, ``algorithm`` mapping or spec.
+        environment: Gymnasium id / PettingZoo module, ``environment`` mapping or spec.
+        training: ``training`` mapping or :class:`TrainingSpec`.
+        network: ``network`` mapping or spec.
+        replay_buffer: ``replay_buffer`` mapping or spec.
+        mutation: ``mutation`` mapping or spec.
+        tournament_selection: ``tournament_selection`` mapping or spec.
+        seed: Seeds envs, torch, numpy and Python's ``random``.
+        device: Torch device.
+        run_dir: Run directory; default ``runs/<timestamp>_<algorithm>_<env>``.
+        resume: Continue from ``run_dir``'s ``checkpoints/latest``.
+        logger: Where metrics go besides local files.
+        torch_threads: torch threads (1 is fastest for small networks on CPU; 0 keeps torch's).
+        verbose: Show the live progress display.
+
+    Raises:
+        ConfigError: If the sections do not form a valid manifest.
+    """
+
+    def __init__(
+        self,
+        algorithm: str | dict[str, Any] | AlgorithmSpec,
+        environment: str | dict[str, Any] | EnvSpecBase,
+        training: dict[str, Any] | TrainingSpec | None = None,
+        *,
+        network: Any = None,
+        replay_buffer: Any = None,
+        mutation: Any = None,
+        tournament_selection: Any = None,
+        seed: int = 0,
+        device: str = "cpu",
+        run_dir: str | Path | None = None,
+        resume: bool = False,
+        logger: LoggerOptions | dict[str, Any] | None = None,
+        torch_threads: int = 1,
+        verbose: bool = True,
+    ) -> None:
+        data = {
+            "algorithm": _algorithm_section(algorithm),
+            "environment": _environment_section(environment),
+            "network": _section(network),
+            "training": _section(training),
+            "replay_buffer": _section(replay_buffer),
+            "mutation": _section(mutation),
+            "tournament_selection": _section(tournament_selection),
+        }
+        manifest = TrainingManifest.from_dict({k: v for k, v in data.items() if v is not None})
+        self._init(manifest, seed=seed, device=device, run_dir=run_dir, resume=resume,
+                   logger=logger, torch_threads=torch_threads, verbose=verbose)  # fmt: skip
+
+    def _init(self, manifest: TrainingManifest, **options: Any) -> None:
+        self.manifest = manifest
+        self.spec = manifest.algorithm_with_network()
+        self.builder = select_builder(self.spec)
+        self.strategy = select_strategy(self.spec)
+        self.seed: int = options["seed"]
+        self.device: str = options["device"]
+        self.resume: bool = options["resume"]
+        self.torch_threads: int = options["torch_threads"]
+        self.verbose: bool = options["verbose"]
+        logger = options["logger"]
+        self.logger = (
+            logger if isinstance(logger, LoggerOptions) else LoggerOptions(**(logger or {}))
+        )
+        run_dir = options["run_dir"]
+        if run_dir is None:
+            stamp = dt.datetime.now().strftime("%Y-%m-%d/%H-%M-%S")
+            env = getattr(manifest.environment, "name", "env").replace("/", "_")
+            run_dir = Path("runs") / f"{stamp}_{manifest.algorithm.name}_{env}"
+        self.run_dir = Path(run_dir)
+
+    @classmethod
+    def from_manifest(
+        cls, manifest: str | Path | dict[str, Any] | TrainingManifest, **options: Any
+    ) -> LocalTrainer:
+        """Build a trainer from a manifest file, mapping or validated manifest.
+
+        Args:
+            manifest: A YAML/JSON path, a mapping, or a :class:`TrainingManifest`.
+            **options: The keyword-only options of :class:`LocalTrainer`.
+        """
+        if isinstance(manifest, str | Path):
+            manifest = TrainingManifest.from_file(manifest)
+        elif not isinstance(manifest, TrainingManifest):
+            manifest = TrainingManifest.from_dict(manifest)
+        defaults = {"seed": 0, "device": "cpu", "run_dir": None, "resume": False,
+                    "logger": None, "torch_threads": 1, "verbose": True}  # fmt: skip
+        unknown = set(options) - set(defaults)
+        if unknown:
+            raise TypeError(f"unknown LocalTrainer options: {', '.join(sorted(unknown))}")
+        trainer = cls.__new__(cls)
+        trainer._init(manifest, **{**defaults, **options})
+        return trainer
+
+    # --- running ------------------------------------------------------------------
+    def _seed_everything(self) -> None:
+        if self.torch_threads:
+            torch.set_num_threads(self.torch_threads)
+        random.seed(self.seed)
+        np.random.seed(self.seed)
+        torch.manual_seed(self.seed)
+
+    def _make_env_factory(self) -> Any:
+        from agilerl.envs.gym import make_vector_env
+
+        env_spec = self.manifest.environment
+        if isinstance(self.spec, MultiAgentAlgorithmSpec) or not hasattr(env_spec, "sync"):
+            raise ConfigError(
+                f"training {self.spec.name} on a {env_spec.env_type} environment is not "
+                "available in this version yet; the manifest is valid"
+            )
+
+        def factory(seed: int | None = None, num_envs: int | None = None) -> Any:
+            return make_vector_env(env_spec, num_envs, seed=seed)
+
+        return factory
+
+    def _build_population(self, env: Any) -> list[Any]:
+        from agilerl.envs.gym import action_space_kind
+
+        kind = action_space_kind(env.single_action_space)
+        if kind not in self.spec.action_space_kinds:
+            raise ConfigError(
+                f"environment.name: {self.spec.name} cannot act in "
+                f"{getattr(self.manifest.environment, 'name', 'this env')}: it needs a "
+                f"{' or '.join(sorted(self.spec.action_space_kinds))} action space, the env "
+                f"has {env.single_action_space}"
+            )
+        population = []
+        for index in range(self.manifest.training.pop_size):
+            torch.manual_seed(self.seed * 1000 + index)
+            population.append(
+                self.builder.build(
+                    self.spec,
+                    env.single_observation_space,
+                    env.single_action_space,
+                    runtime=AlgorithmBuildRuntime(
+                        index=index,
+                        device=self.device,
+                        total_steps=self.manifest.training.max_steps,
+                    ),
+                )
+            )
+        return population
+
+    def _sinks(self, run_dir: RunDirectory, wandb_id: str | None) -> list[MetricSink]:
+        sinks: list[MetricSink] = []
+        if self.logger.tensorboard:
+            sinks.append(TensorBoardSink(run_dir.tb_dir))
+        if self.logger.kind == "wandb":
+            sinks.append(
+                WandbSink(
+                    run_dir=run_dir.path,
+                    config=self.manifest.to_dict(),
+                    name=run_dir.path.name,
+                    project=self.logger.project,
+                    entity=self.logger.entity,
+                    mode=self.logger.mode,
+                    tags=self.logger.tags,
+                    run_id=wandb_id,
+                )
+            )
+        return sinks
+
+    def train(self) -> tuple[list[Any], list[float]]:
+        """Train the population until max_steps, target_score or max_wall_seconds.
+
+        Returns:
+            The population and each agent's last fitness.
+
+        Raises:
+            ConfigError: For user mistakes found at run time (unknown env id,
+                incompatible action space, unusable checkpoint, diverged training).
+        """
+        self._seed_everything()
+        training = self.manifest.training
+        run_dir = RunDirectory(self.run_dir)
+        checkpoints = CheckpointManager(
+            run_dir.checkpoints_dir, keep_last_only=training.overwrite_checkpoints
+        )
+        agent_states, resume_state = None, None
+        if self.resume:
+            agent_states, resume_state, _ = checkpoints.load_latest()
+            run_dir.truncate_metrics(int(resume_state["total_steps"]))
+        run_dir.write_manifest(self.manifest.to_dict())
+
+        factory = self._make_env_factory()
+        env = factory(seed=self.seed)
+        population = self._build_population(env)
+        if agent_states is not None:
+            if len(agent_states) != len(population):
+                raise ConfigError(
+                    f"checkpoint holds {len(agent_states)} agents but training.pop_size is "
+                    f"{len(population)}"
+                )
+            for agent, state in zip(population, agent_states, strict=True):
+                agent.load_state_dict(state)
+            set_rng_state(resume_state["rng"])
+
+        context = RunContext(
+            run_dir=run_dir,
+            checkpoints=checkpoints,
+            seed=self.seed,
+            max_wall_seconds=training.max_wall_seconds,
+            resume_state=resume_state,
+            elapsed_before=float(resume_state["wall_seconds"]) if resume_state else 0.0,
+        )
+        context.sinks = FanOut(self._sinks(run_dir, (resume_state or {}).get("wandb_id")))
+        wandb_ids = [s.run_id for s in context.sinks.sinks if isinstance(s, WandbSink)]
+        context.extra_state["wandb_id"] = wandb_ids[0] if wandb_ids else None
+        context.progress = TrainingProgress(
+            training.max_steps * training.pop_size,
+            f"{self.spec.name} {getattr(self.manifest.environment, 'name', '')}",
+            enabled=self.verbose,
+        )
+        context.install_signal_handlers()
+        loop = self.strategy.get_training_loop(self.spec)
+        kwargs = self.strategy.get_trainer_kwargs(
+            self.spec, training=training, env_spec=self.manifest.environment
+        )
+        summary: dict[str, Any] = {"status": "failed"}
+        try:
+            population, fitnesses = loop(
+                population,
+                env,
+                max_steps=training.max_steps,
+                evo_steps=training.evo_steps,
+                env_factory=factory,
+                run=context,
+                **kwargs,
+            )
+            summary = context.extra_state.get("summary", {})
+        except FloatingPointError as exc:
+            summary = {**context.extra_state.get("summary", {}), "status": "failed"}
+            raise ConfigError(
+                f"training diverged: {exc}. The last good checkpoint is kept in "
+                f"{run_dir.checkpoints_dir}; lower algorithm.lr or max_grad_norm and resume"
+            ) from None
+        finally:
+            env.close()
+            context.progress.close()
+            context.sinks.close()
+            self._write_summary(run_dir, summary, context)
+        return population, fitnesses
+
+    def _write_summary(
+        self, run_dir: RunDirectory, summary: dict[str, Any], context: RunContext
+    ) -> None:
+        total = int(summary.get("total_steps", 0))
+        wall = context.elapsed()
+        latest = context.checkpoints.latest_dir() if context.checkpoints else None
+        run_dir.write_summary({
+            "algorithm": self.spec.name,
+            "env": getattr(self.manifest.environment, "name", None),
+            "total_steps": total,
+            "wall_seconds": round(wall, 3),
+            "steps_per_second": round(total / wall, 1) if wall > 0 else None,
+            "best_fitness": finite_or_none(summary.get("best_fitness")),
+            "final_fitness": finite_or_none(summary.get("final_fitness")),
+            "solved_at_step": summary.get("solved_at_step"),
+            "pop_size": self.manifest.training.pop_size,
+            "seed": self.seed,
+            "status": summary.get("status", "failed"),
+            "checkpoint": str(latest) if latest else None,
+            "run_dir": str(run_dir.path),
+        })  # fmt: skip
+        run_dir.plot_learning_curve(
+            f"{self.spec.name} on {getattr(self.manifest.environment, 'name', '')}",
+            self.manifest.training.target_score,
+        )

@@ -1,0 +1,133 @@
+"""Population checkpoints: atomic, loadable with ``torch.load(weights_only=True)``, resumable.
+
+Layout under ``<run dir>/checkpoints/``::
+
+    step_000012288/agent_0.pt ...   every agent's state (weights, optimisers, hyperparameters)
+    step_000012288/state.pt         loop state: counters, fitness history, RNG states
+    latest                          name of the newest complete checkpoint directory
+
+A checkpoint directory is written under a temporary name and renamed when
+complete; ``latest`` is replaced atomically after that. A run killed at any
+moment therefore leaves ``latest`` pointing at a complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agilerl.arena.models.errors import ConfigError
+from agilerl.logging.files import atomic_torch_save, atomic_write_text
+
+LATEST = "latest"
+
+
+def rng_state() -> dict[str, Any]:
+    """Python, numpy and torch RNG states as plain data."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": [list(x) if isinstance(x, tuple) else x for x in random.getstate()],
+        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                  "has_gauss": int(has_gauss), "cached": float(cached)},  # fmt: skip
+        "torch": torch.get_rng_state(),
+    }
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what :func:`rng_state` captured."""
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    numpy_state = state["numpy"]
+    np.random.set_state((numpy_state["kind"], numpy_state["keys"].numpy().astype(np.uint32),
+                         numpy_state["pos"], numpy_state["has_gauss"], numpy_state["cached"]))  # fmt: skip
+    torch.set_rng_state(state["torch"])
+
+
+class CheckpointManager:
+    """Writes and reads a run's population checkpoints."""
+
+    def __init__(self, directory: str | Path, *, keep_last_only: bool = False) -> None:
+        self.directory = Path(directory)
+        self.keep_last_only = keep_last_only
+
+    def save(self, step: int, agent_states: list[dict[str, Any]], loop_state: dict[str, Any]) -> Path:
+        """Write one complete checkpoint and point ``latest`` at it.
+
+        Args:
+            step: Env steps so far (names the directory).
+            agent_states: One ``state_dict()`` per agent.
+            loop_state: Counters, histories and RNG states of the loop.
+
+        Returns:
+            The checkpoint directory.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        name = f"step_{step:012d}"
+        final = self.directory / name
+        tmp = self.directory / f".tmp_{name}_{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        for index, state in enumerate(agent_states):
+            atomic_torch_save(state, tmp / f"agent_{index}.pt")
+        atomic_torch_save({**loop_state, "rng": rng_state()}, tmp / "state.pt")
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        previous = self.latest_dir()
+        atomic_write_text(self.directory / LATEST, name + "\n")
+        if self.keep_last_only and previous is not None and previous != final:
+            shutil.rmtree(previous, ignore_errors=True)
+        return final
+
+    def latest_dir(self) -> Path | None:
+        """The newest complete checkpoint directory, or ``None``."""
+        pointer = self.directory / LATEST
+        if not pointer.exists():
+            return None
+        path = self.directory / pointer.read_text().strip()
+        return path if path.is_dir() else None
+
+    def load_latest(self) -> tuple[list[dict[str, Any]], dict[str, Any], Path]:
+        """Read the newest checkpoint.
+
+        Returns:
+            The agents' states, the loop state and the checkpoint directory.
+
+        Raises:
+            ConfigError: If there is no checkpoint, or a file is truncated or corrupt
+                (the message names the file).
+        """
+        path = self.latest_dir()
+        if path is None:
+            raise ConfigError(
+                f"no checkpoint in {self.directory} (checkpoints/latest is missing): "
+                "this run never reached its first checkpoint; start it again instead of resuming"
+            )
+        loop_state = load_file(path / "state.pt")
+        agents = sorted(path.glob("agent_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
+        if not agents:
+            raise ConfigError(f"checkpoint {path} holds no agent_*.pt files")
+        return [load_file(p) for p in agents], loop_state, path
+
+
+def load_file(path: Path) -> dict[str, Any]:
+    """``torch.load(path, weights_only=True)`` with an error that names the file."""
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise ConfigError(f"checkpoint file missing: {path}") from None
+    except Exception as exc:  # torch raises many types for truncated or foreign files
+        raise ConfigError(
+            f"checkpoint file {path} is truncated or corrupt ({type(exc).__name__}); "
+            "resume from an earlier checkpoint directory or start again"
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"checkpoint file {path} does not hold a state mapping")
+    return data

@@ -1,0 +1,78 @@
+"""Everything a training loop needs besides agents and envs: where to write, when to stop."""
+
+from __future__ import annotations
+
+import math
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agilerl.logging.loggers import FanOut
+from agilerl.logging.progress import TrainingProgress
+from agilerl.logging.run_dir import RunDirectory
+from agilerl.training.checkpointing import CheckpointManager
+
+
+@dataclass
+class RunContext:
+    """Run-directory writers, metric sinks, progress display and stop conditions.
+
+    A loop called without one gets :meth:`ephemeral`: no files, no display.
+
+    Attributes:
+        run_dir: The run directory, or ``None`` to write nothing.
+        sinks: TensorBoard/wandb sinks.
+        progress: The console display.
+        checkpoints: Checkpoint writer/reader.
+        seed: Base seed of envs, torch and numpy.
+        max_wall_seconds: Stop after this much wall time (including time
+            before a resume).
+        resume_state: Loop state from the checkpoint being resumed.
+        elapsed_before: Wall seconds spent before this process (resume).
+        stop_requested: Set by a signal handler; the loop checkpoints and stops.
+    """
+
+    run_dir: RunDirectory | None = None
+    sinks: FanOut = field(default_factory=lambda: FanOut([]))
+    progress: TrainingProgress | None = None
+    checkpoints: CheckpointManager | None = None
+    seed: int = 0
+    max_wall_seconds: float | None = None
+    resume_state: dict[str, Any] | None = None
+    elapsed_before: float = 0.0
+    stop_requested: str | None = None
+    extra_state: dict[str, Any] = field(default_factory=dict)
+    started: float = field(default_factory=time.perf_counter)
+
+    @classmethod
+    def ephemeral(cls, seed: int = 0) -> RunContext:
+        """A context that writes nothing."""
+        return cls(seed=seed)
+
+    def elapsed(self) -> float:
+        """Wall seconds of the run, including time before a resume."""
+        return self.elapsed_before + time.perf_counter() - self.started
+
+    def out_of_time(self) -> bool:
+        """Whether ``max_wall_seconds`` is used up."""
+        return self.max_wall_seconds is not None and self.elapsed() >= self.max_wall_seconds
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGUSR1 (SLURM's pre-timeout and preemption signals) stop at the next step."""
+
+        def handler(signum: int, _frame: Any) -> None:
+            self.stop_requested = signal.Signals(signum).name
+
+        for sig in (signal.SIGTERM, signal.SIGUSR1):
+            signal.signal(sig, handler)
+
+    @property
+    def path(self) -> Path | None:
+        return self.run_dir.path if self.run_dir else None
+
+
+def finite_or_none(value: float | None) -> float | None:
+    """``value`` if it is a finite number, else ``None`` (JSON has no NaN)."""
+    return value if value is not None and math.isfinite(value) else None

@@ -1,0 +1,129 @@
+"""The on-policy loop (PPO): collect a rollout, learn, evaluate every ``evo_steps``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from agilerl.training.collect import collect_rollouts
+from agilerl.training.evaluation import eval_layout, evaluate
+from agilerl.training.population_loop import PopulationLoop
+from agilerl.training.run_context import RunContext
+
+
+def train_on_policy(
+    population: list[Any],
+    env: Any,
+    env_name: str = "",
+    algo: str = "",
+    *,
+    max_steps: int = 1_000_000,
+    evo_steps: int = 10_000,
+    eval_steps: int | None = None,
+    eval_loop: int = 1,
+    target: float | None = None,
+    checkpoint: int | None = None,
+    checkpoint_path: str | None = None,
+    overwrite_checkpoints: bool = False,
+    tournament: Any = None,
+    mutation: Any = None,
+    env_factory: Any = None,
+    eval_env: Any = None,
+    run: RunContext | None = None,
+) -> tuple[list[Any], list[float]]:
+    """Train a population of on-policy agents side by side.
+
+    Each agent collects ``learn_step`` env steps, learns, and repeats until it
+    has taken ``evo_steps`` more steps; then every agent is evaluated (greedy,
+    ``eval_loop`` episodes on a separate env), metrics are written, and (with
+    ``tournament`` and ``mutation``) the population evolves. The run stops at
+    ``max_steps`` per agent, when an evaluation reaches ``target``, after the
+    context's ``max_wall_seconds``, or on SIGTERM/SIGUSR1 (after a checkpoint).
+
+    Args:
+        population: Agents with ``create_rollout_buffer``, ``learn`` and ``test``.
+        env: Vector env of agent 0 (SAME_STEP autoreset).
+        env_name: Label for logs.
+        algo: Label for logs.
+        max_steps: Env steps per agent.
+        evo_steps: Env steps per agent between evaluations.
+        eval_steps: Step cap per evaluation; ``None`` runs whole episodes.
+        eval_loop: Episodes per evaluation.
+        target: Stop when an evaluation reaches this.
+        checkpoint: Env steps (whole population) between checkpoints.
+        checkpoint_path: Unused locally (checkpoints go to the run directory).
+        overwrite_checkpoints: Keep only the newest checkpoint.
+        tournament: Selection operator (evolutionary HPO).
+        mutation: Mutation operator (evolutionary HPO).
+        env_factory: ``factory(seed=, num_envs=)`` making more vector envs
+            (other agents, evaluation).
+        eval_env: Evaluation env; made with ``env_factory`` when omitted.
+        run: Run directory, sinks, display and stop conditions.
+
+    Returns:
+        The population and each agent's last fitness.
+    """
+    run = run or RunContext.ephemeral()
+    copies, episodes = eval_layout(eval_loop)
+    envs = [env]
+    for index in range(1, len(population)):
+        if env_factory is None:
+            raise ValueError("a population of more than one agent needs env_factory")
+        envs.append(env_factory(seed=run.seed + 1000 * index))
+    if eval_env is None:
+        if env_factory is None:
+            raise ValueError("train_on_policy needs eval_env or env_factory")
+        eval_env = env_factory(seed=run.seed + 99_991, num_envs=copies)
+    loop = PopulationLoop(
+        population, run, max_steps=max_steps, evo_steps=evo_steps, target=target,
+        checkpoint_every=checkpoint, label=f"{algo} {env_name}".strip(),
+    )  # fmt: skip
+    buffers = [agent.create_rollout_buffer() for agent in population]
+    observations = [
+        e.reset(seed=run.seed + 7919 * loop.generation + i)[0] for i, e in enumerate(envs)
+    ]
+    try:
+        while not loop.finished():
+            losses: list[dict[str, float]] = []
+            for slot, agent in enumerate(loop.population):
+                next_eval = loop.next_evaluation(agent)
+                agent_losses = []
+                returns: list[float] = []
+                while agent.steps < next_eval and not loop.interrupted():
+                    agent.update_lr_schedule(agent.steps)
+                    started = time.perf_counter()
+                    observations[slot], finished, _ = collect_rollouts(
+                        agent, envs[slot], buffers[slot], observations[slot]
+                    )
+                    agent_losses.append(agent.learn(buffers[slot]))
+                    returns += finished
+                    loop.advance(time.perf_counter() - started)
+                agent.scores.extend(returns)
+                losses.append(_mean_losses(agent_losses) | {
+                    "train_return": float(np.mean(returns)) if returns else float("nan"),
+                    "lr": float(agent.current_lr(agent.steps)),
+                })  # fmt: skip
+            seed = run.seed + 31 * loop.generation
+            fitness = [
+                evaluate(a, eval_env, eval_steps=eval_steps, episodes_per_env=episodes, seed=seed)
+                for a in loop.population
+            ]
+            loop.end_generation(fitness, losses)
+            if tournament is not None and mutation is not None and not loop.finished():
+                loop.evolve(tournament, mutation)
+                buffers = [agent.create_rollout_buffer() for agent in loop.population]
+    finally:
+        if eval_env is not env:
+            eval_env.close()
+        for extra in envs[1:]:
+            extra.close()
+    loop.finish()
+    return loop.population, [a.fitness[-1] if a.fitness else float("nan") for a in loop.population]
+
+
+def _mean_losses(losses: list[dict[str, float]]) -> dict[str, float]:
+    if not losses:
+        return {}
+    return {key: float(np.mean([entry[key] for entry in losses])) for key in losses[0]}
