@@ -1,4 +1,4 @@
-"""The ``agilerl`` command: validate manifests, export the schema, list algorithms."""
+"""The ``agilerl`` command: validate manifests, export the schema, list algorithms, evaluate."""
 
 from __future__ import annotations
 
@@ -82,7 +82,28 @@ def _algorithms() -> int:
             f"{k}={'required' if fields[k].is_required() else fields[k].default}" for k in keys
         )
         table.add_row(name, paradigm, loop, spec_cls.env_type, defaults)
-    Console().print(table)
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from agilerl.evaluate import evaluate_checkpoint
+
+    if args.episodes < 1:
+        raise ConfigError("--episodes must be at least 1")
+    result = evaluate_checkpoint(
+        args.checkpoint,
+        episodes=args.episodes,
+        video=args.video,
+        env_name=args.env,
+        agent=args.agent,
+        seed=args.seed,
+        device=args.device,
+    )
+    print(f"checkpoint: {result.checkpoint}")
+    print(f"episodes: {len(result.returns)}  mean return: {result.mean:.2f}  std: {result.std:.2f}")
+    if result.video:
+        print(f"video: {result.video}")
     return 0
 
 
@@ -96,6 +117,16 @@ def build_parser() -> argparse.ArgumentParser:
     schema = sub.add_parser("schema", help="print the manifest's JSON schema")
     schema.add_argument("--indent", type=int, default=2, help="JSON indent (0: one line)")
     sub.add_parser("algorithms", help="list registered algorithms")
+    evaluate = sub.add_parser("evaluate", help="greedy episodes of a saved agent")
+    evaluate.add_argument(
+        "checkpoint", help="run directory, checkpoint directory or agent .pt file"
+    )
+    evaluate.add_argument("--episodes", type=int, default=10, help="episodes to run")
+    evaluate.add_argument("--video", default=None, help="write the episodes to this .mp4/.gif")
+    evaluate.add_argument("--env", default=None, help="gymnasium id (default: the run's env)")
+    evaluate.add_argument("--agent", type=int, default=None, help="population slot (default: best)")
+    evaluate.add_argument("--seed", type=int, default=0, help="seed of the first episode")
+    evaluate.add_argument("--device", default="cpu", help="torch device")
     return parser
 
 
@@ -109,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _schema(args.indent)
         if args.command == "algorithms":
             return _algorithms()
+        if args.command == "evaluate":
+            return _evaluate(args)
     except ConfigError as error:
         print(error.render(), file=sys.stderr)
         return EXIT_USER_ERROR

@@ -44,8 +44,7 @@ def _environment_section(environment: str | dict[str, Any] | EnvSpecBase) -> Any
     if isinstance(environment, str):
         return {"name": environment}
     if isinstance(environment, EnvSpecBase):
-        return {"env_type": str(environment.env_type),
-                **environment.model_dump(exclude_unset=True)}  # fmt: skip
+        return {"env_type": str(environment.env_type), **environment.model_dump(exclude_unset=True)}
     return environment
 
 
@@ -104,8 +103,16 @@ class LocalTrainer:
             "tournament_selection": _section(tournament_selection),
         }
         manifest = TrainingManifest.from_dict({k: v for k, v in data.items() if v is not None})
-        self._init(manifest, seed=seed, device=device, run_dir=run_dir, resume=resume,
-                   logger=logger, torch_threads=torch_threads, verbose=verbose)  # fmt: skip
+        self._init(
+            manifest,
+            seed=seed,
+            device=device,
+            run_dir=run_dir,
+            resume=resume,
+            logger=logger,
+            torch_threads=torch_threads,
+            verbose=verbose,
+        )
 
     def _init(self, manifest: TrainingManifest, **options: Any) -> None:
         self.manifest = manifest
@@ -142,8 +149,15 @@ class LocalTrainer:
             manifest = TrainingManifest.from_file(manifest)
         elif not isinstance(manifest, TrainingManifest):
             manifest = TrainingManifest.from_dict(manifest)
-        defaults = {"seed": 0, "device": "cpu", "run_dir": None, "resume": False,
-                    "logger": None, "torch_threads": 1, "verbose": True}  # fmt: skip
+        defaults = {
+            "seed": 0,
+            "device": "cpu",
+            "run_dir": None,
+            "resume": False,
+            "logger": None,
+            "torch_threads": 1,
+            "verbose": True,
+        }
         unknown = set(options) - set(defaults)
         if unknown:
             raise TypeError(f"unknown LocalTrainer options: {', '.join(sorted(unknown))}")
@@ -308,21 +322,23 @@ class LocalTrainer:
         total = int(summary.get("total_steps", 0))
         wall = context.elapsed()
         latest = context.checkpoints.latest_dir() if context.checkpoints else None
-        run_dir.write_summary({
-            "algorithm": self.spec.name,
-            "env": getattr(self.manifest.environment, "name", None),
-            "total_steps": total,
-            "wall_seconds": round(wall, 3),
-            "steps_per_second": round(total / wall, 1) if wall > 0 else None,
-            "best_fitness": finite_or_none(summary.get("best_fitness")),
-            "final_fitness": finite_or_none(summary.get("final_fitness")),
-            "solved_at_step": summary.get("solved_at_step"),
-            "pop_size": self.manifest.training.pop_size,
-            "seed": self.seed,
-            "status": summary.get("status", "failed"),
-            "checkpoint": str(latest) if latest else None,
-            "run_dir": str(run_dir.path),
-        })  # fmt: skip
+        run_dir.write_summary(
+            {
+                "algorithm": self.spec.name,
+                "env": getattr(self.manifest.environment, "name", None),
+                "total_steps": total,
+                "wall_seconds": round(wall, 3),
+                "steps_per_second": round(total / wall, 1) if wall > 0 else None,
+                "best_fitness": finite_or_none(summary.get("best_fitness")),
+                "final_fitness": finite_or_none(summary.get("final_fitness")),
+                "solved_at_step": summary.get("solved_at_step"),
+                "pop_size": self.manifest.training.pop_size,
+                "seed": self.seed,
+                "status": summary.get("status", "failed"),
+                "checkpoint": str(latest) if latest else None,
+                "run_dir": str(run_dir.path),
+            }
+        )
         run_dir.plot_learning_curve(
             f"{self.spec.name} on {getattr(self.manifest.environment, 'name', '')}",
             self.manifest.training.target_score,

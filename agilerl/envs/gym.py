@@ -23,9 +23,7 @@ def _check_registered(name: str) -> None:
     hint = f" (did you mean {guess}?)" if guess else ""
     namespace = name.split("/", 1)[0] if "/" in name else None
     extra = f"; is the package that registers {namespace!r} installed?" if namespace else ""
-    raise ConfigError(
-        f"environment.name: {name!r} is not a registered gymnasium id{hint}{extra}"
-    )
+    raise ConfigError(f"environment.name: {name!r} is not a registered gymnasium id{hint}{extra}")
 
 
 def _env_factory(spec: GymEnvSpec, render_mode: str | None = None) -> Any:

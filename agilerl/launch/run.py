@@ -37,5 +37,5 @@ def train_manifest(manifest: TrainingManifest, options: RunOptions) -> float | N
         logger=options.logger,
         torch_threads=options.torch_threads,
     )
-    population, fitnesses = trainer.train()
+    _population, fitnesses = trainer.train()
     return max(fitnesses) if fitnesses else None

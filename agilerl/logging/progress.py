@@ -41,15 +41,17 @@ class TrainingProgress:
                 console=self.console,
                 transient=False,
             )
-            self.task = self.progress.add_task(label, total=total_steps, rate="-", latest="-",
-                                               best="-")  # fmt: skip
+            self.task = self.progress.add_task(
+                label, total=total_steps, rate="-", latest="-", best="-"
+            )
             self.progress.start()
 
     def update(self, steps: int, steps_per_second: float) -> None:
         """Move the bar to ``steps``."""
         if self.progress is not None:
-            self.progress.update(self.task, completed=min(steps, self.total),
-                                 rate=f"{steps_per_second:,.0f}")  # fmt: skip
+            self.progress.update(
+                self.task, completed=min(steps, self.total), rate=f"{steps_per_second:,.0f}"
+            )
 
     def evaluation(self, steps: int, fitness: list[float], steps_per_second: float) -> None:
         """Report an evaluation of the population."""

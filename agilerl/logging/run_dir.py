@@ -71,7 +71,7 @@ class RunDirectory:
             return [dict(row) for row in csv.DictReader(handle)]
 
     def truncate_metrics(self, max_step: int) -> None:
-        """Drop rows logged after ``max_step`` (they belong to a run killed after its checkpoint)."""
+        """Drop rows logged after ``max_step`` (from a run killed after its last checkpoint)."""
         self.metrics_rows = [r for r in self.metrics_rows if int(float(r["step"])) <= max_step]
         self._write_metrics()
 

@@ -11,9 +11,15 @@ from agilerl.arena.models.training import TrainingSpec
 from agilerl.strategies.base import TrainingLoop, TrainingStrategy
 
 _IGNORED_BY_LLM_LOOPS = (
-    "target_score", "eval_steps", "eval_loop", "learning_delay", "eps_start", "eps_end",
-    "eps_decay", "overwrite_checkpoints",
-)  # fmt: skip
+    "target_score",
+    "eval_steps",
+    "eval_loop",
+    "learning_delay",
+    "eps_start",
+    "eps_end",
+    "eps_decay",
+    "overwrite_checkpoints",
+)
 
 
 class LLMStrategy(TrainingStrategy):

@@ -33,8 +33,13 @@ def rng_state() -> dict[str, Any]:
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     state: dict[str, Any] = {
         "python": [list(x) if isinstance(x, tuple) else x for x in random.getstate()],
-        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-                  "has_gauss": int(has_gauss), "cached": float(cached)},  # fmt: skip
+        "numpy": {
+            "kind": kind,
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached": float(cached),
+        },
         "torch": torch.get_rng_state(),
     }
     return state
@@ -45,8 +50,15 @@ def set_rng_state(state: dict[str, Any]) -> None:
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     numpy_state = state["numpy"]
-    np.random.set_state((numpy_state["kind"], numpy_state["keys"].numpy().astype(np.uint32),
-                         numpy_state["pos"], numpy_state["has_gauss"], numpy_state["cached"]))  # fmt: skip
+    np.random.set_state(
+        (
+            numpy_state["kind"],
+            numpy_state["keys"].numpy().astype(np.uint32),
+            numpy_state["pos"],
+            numpy_state["has_gauss"],
+            numpy_state["cached"],
+        )
+    )
     torch.set_rng_state(state["torch"])
 
 
@@ -57,7 +69,9 @@ class CheckpointManager:
         self.directory = Path(directory)
         self.keep_last_only = keep_last_only
 
-    def save(self, step: int, agent_states: list[dict[str, Any]], loop_state: dict[str, Any]) -> Path:
+    def save(
+        self, step: int, agent_states: list[dict[str, Any]], loop_state: dict[str, Any]
+    ) -> Path:
         """Write one complete checkpoint and point ``latest`` at it.
 
         Args:

@@ -112,17 +112,25 @@ class PopulationLoop:
                 **_hyperparameters(agent),
             }
             rows.append(row)
-            metrics = {f"agent_{agent.index}/{k}": float(v) for k, v in row.items()
-                       if isinstance(v, int | float) and k not in ("step", "agent")}  # fmt: skip
+            metrics = {
+                f"agent_{agent.index}/{k}": float(v)
+                for k, v in row.items()
+                if isinstance(v, int | float) and k not in ("step", "agent")
+            }
             self.run.sinks.log(metrics, total)
         best_now = max(fitness)
-        self.run.sinks.log({"population/best_fitness": best_now,
-                            "population/steps_per_second": self.steps_per_second()}, total)  # fmt: skip
+        self.run.sinks.log(
+            {
+                "population/best_fitness": best_now,
+                "population/steps_per_second": self.steps_per_second(),
+            },
+            total,
+        )
         if self.run.run_dir is not None:
             self.run.run_dir.append_metrics(rows)
         if math.isfinite(best_now):
-            self.best_fitness = best_now if self.best_fitness is None else max(
-                self.best_fitness, best_now
+            self.best_fitness = (
+                best_now if self.best_fitness is None else max(self.best_fitness, best_now)
             )
         if self.run.progress is not None:
             self.run.progress.evaluation(total, fitness, self.steps_per_second())

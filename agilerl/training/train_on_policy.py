@@ -77,9 +77,14 @@ def train_on_policy(
             raise ValueError("train_on_policy needs eval_env or env_factory")
         eval_env = env_factory(seed=run.seed + 99_991, num_envs=copies)
     loop = PopulationLoop(
-        population, run, max_steps=max_steps, evo_steps=evo_steps, target=target,
-        checkpoint_every=checkpoint, label=f"{algo} {env_name}".strip(),
-    )  # fmt: skip
+        population,
+        run,
+        max_steps=max_steps,
+        evo_steps=evo_steps,
+        target=target,
+        checkpoint_every=checkpoint,
+        label=f"{algo} {env_name}".strip(),
+    )
     buffers = [agent.create_rollout_buffer() for agent in population]
     observations = [
         e.reset(seed=run.seed + 7919 * loop.generation + i)[0] for i, e in enumerate(envs)
@@ -101,10 +106,13 @@ def train_on_policy(
                     returns += finished
                     loop.advance(time.perf_counter() - started)
                 agent.scores.extend(returns)
-                losses.append(_mean_losses(agent_losses) | {
-                    "train_return": float(np.mean(returns)) if returns else float("nan"),
-                    "lr": float(agent.current_lr(agent.steps)),
-                })  # fmt: skip
+                losses.append(
+                    _mean_losses(agent_losses)
+                    | {
+                        "train_return": float(np.mean(returns)) if returns else float("nan"),
+                        "lr": float(agent.current_lr(agent.steps)),
+                    }
+                )
             seed = run.seed + 31 * loop.generation
             fitness = [
                 evaluate(a, eval_env, eval_steps=eval_steps, episodes_per_env=episodes, seed=seed)

@@ -26,10 +26,14 @@ MANIFEST = REPO / "tests/manifests/dqn_lunar_lander.yaml"
 COMMANDS = {
     "train.py dry run (valid)": ["train.py", "algorithm=ppo", "env=cartpole", "dry_run=true"],
     "train.py dry run (typo, exit 2)": [
-        "train.py", "algorithm=ppo", "env=cartpole", "algorithm.clip_cof=0.3", "dry_run=true",
+        "train.py",
+        "algorithm=ppo",
+        "env=cartpole",
+        "algorithm.clip_cof=0.3",
+        "dry_run=true",
     ],
     "agilerl validate FILE": ["-m", "agilerl.cli", "validate", str(MANIFEST)],
-}  # fmt: skip
+}
 
 
 def time_command(args: list[str], repeat: int) -> tuple[float, int]:
@@ -66,8 +70,10 @@ def main() -> None:
         median, code = time_command(command, args.repeat)
         flag = "" if median < 1.0 else "  (over the 1.0 s goal)"
         print(f"{label:36} {median:9.3f} {code:5d}{flag}")
-    for label, command in (("train.py dry run", COMMANDS["train.py dry run (valid)"]),
-                           ("agilerl validate", COMMANDS["agilerl validate FILE"])):  # fmt: skip
+    for label, command in (
+        ("train.py dry run", COMMANDS["train.py dry run (valid)"]),
+        ("agilerl validate", COMMANDS["agilerl validate FILE"]),
+    ):
         print(f"\nimport time by package, {label} (self time, s):")
         for package, seconds in import_breakdown(command).items():
             print(f"  {package:24} {seconds:.3f}")

@@ -1,4 +1,4 @@
-"""Every algorithm conf x every env conf composes; compatible pairs validate, others fail clearly."""
+"""Every algorithm conf x every env conf composes; compatible pairs validate, others fail."""
 
 from __future__ import annotations
 

@@ -36,10 +36,13 @@ def test_minimal_manifest_fills_defaults() -> None:
 
 
 def test_evo_steps_default_is_capped_by_max_steps() -> None:
-    manifest = TrainingManifest.from_dict({
-        "algorithm": {"name": "PPO"}, "environment": {"name": "CartPole-v1"},
-        "training": {"max_steps": 300},
-    })  # fmt: skip
+    manifest = TrainingManifest.from_dict(
+        {
+            "algorithm": {"name": "PPO"},
+            "environment": {"name": "CartPole-v1"},
+            "training": {"max_steps": 300},
+        }
+    )
     assert manifest.training.evo_steps == 300
 
 
@@ -71,20 +74,33 @@ def test_num_envs_is_copied_and_conflicts_are_reported() -> None:
         {"algorithm": {"name": "TD3"}, "environment": {"name": "Pendulum-v1", "num_envs": 3}}
     )
     assert ddpg.algorithm.vect_noise_dim == 3
-    errors = errors_of({"algorithm": {"name": "PPO", "num_envs": 2},
-                        "environment": {"name": "CartPole-v1", "num_envs": 8}})
-    assert errors == ["algorithm.num_envs: 2 disagrees with 8 set by another section; "
-                      "set it in one place only"]
+    errors = errors_of(
+        {
+            "algorithm": {"name": "PPO", "num_envs": 2},
+            "environment": {"name": "CartPole-v1", "num_envs": 8},
+        }
+    )
+    assert errors == [
+        "algorithm.num_envs: 2 disagrees with 8 set by another section; set it in one place only"
+    ]
 
 
 def test_llm_network_is_lifted_onto_the_algorithm() -> None:
-    manifest = TrainingManifest.from_dict({
-        "algorithm": {"name": "GRPO", "group_size": 4},
-        "environment": {"dataset": "c.jsonl", "rubric_file_path": "r.py",
-                        "prompt_template": {"user_0": "{q}"}},
-        "network": {"pretrained_model_name_or_path": "tiny", "max_context_length": 256,
-                    "lora_config": {"lora_r": 8}},
-    })  # fmt: skip
+    manifest = TrainingManifest.from_dict(
+        {
+            "algorithm": {"name": "GRPO", "group_size": 4},
+            "environment": {
+                "dataset": "c.jsonl",
+                "rubric_file_path": "r.py",
+                "prompt_template": {"user_0": "{q}"},
+            },
+            "network": {
+                "pretrained_model_name_or_path": "tiny",
+                "max_context_length": 256,
+                "lora_config": {"lora_r": 8},
+            },
+        }
+    )
     spec = manifest.algorithm
     assert spec.pretrained_model_name_or_path == "tiny"
     assert spec.max_model_len == 256 and spec.lora_config.lora_r == 8
@@ -93,21 +109,29 @@ def test_llm_network_is_lifted_onto_the_algorithm() -> None:
 
 
 def test_rainbow_n_step_follows_the_buffer() -> None:
-    manifest = TrainingManifest.from_dict({
-        "algorithm": {"name": "RainbowDQN"}, "environment": {"name": "CartPole-v1"},
-        "replay_buffer": {"n_step_buffer": True, "n_step_buffer_args": {"n_step": 5},
-                          "per_buffer": True},
-    })  # fmt: skip
+    manifest = TrainingManifest.from_dict(
+        {
+            "algorithm": {"name": "RainbowDQN"},
+            "environment": {"name": "CartPole-v1"},
+            "replay_buffer": {
+                "n_step_buffer": True,
+                "n_step_buffer_args": {"n_step": 5},
+                "per_buffer": True,
+            },
+        }
+    )
     assert manifest.algorithm.n_step == 5
 
 
 def test_all_problems_are_listed_at_once_with_paths() -> None:
-    errors = errors_of({
-        "algorithm": {"name": "PPO", "clip_cof": 0.3, "gamma": 2},
-        "environment": {"name": "CartPole-v1", "num_env": 3},
-        "training": {"max_step": 10, "pop_size": 0},
-        "trainig": {},
-    })  # fmt: skip
+    errors = errors_of(
+        {
+            "algorithm": {"name": "PPO", "clip_cof": 0.3, "gamma": 2},
+            "environment": {"name": "CartPole-v1", "num_env": 3},
+            "training": {"max_step": 10, "pop_size": 0},
+            "trainig": {},
+        }
+    )
     assert "algorithm.clip_cof: unknown field (did you mean clip_coef?)" in errors
     assert "environment.num_env: unknown field (did you mean num_envs?)" in errors
     assert "training.max_step: unknown field (did you mean max_steps?)" in errors
@@ -118,66 +142,170 @@ def test_all_problems_are_listed_at_once_with_paths() -> None:
 
 
 def test_wrong_type_names_the_value() -> None:
-    (error,) = errors_of({"algorithm": {"name": "DQN", "batch_size": "big"},
-                          "environment": {"name": "CartPole-v1"}})
+    (error,) = errors_of(
+        {"algorithm": {"name": "DQN", "batch_size": "big"}, "environment": {"name": "CartPole-v1"}}
+    )
     assert error.startswith("algorithm.batch_size: ") and "'big'" in error
 
 
 @pytest.mark.parametrize(
     ("data", "path", "words"),
     [
-        ({"algorithm": {"name": "PPPO"}, "environment": {"name": "CartPole-v1"}},
-         "algorithm.name", ["did you mean PPO?", "DQN", "GRPO"]),
+        (
+            {"algorithm": {"name": "PPPO"}, "environment": {"name": "CartPole-v1"}},
+            "algorithm.name",
+            ["did you mean PPO?", "DQN", "GRPO"],
+        ),
         ({"environment": {"name": "CartPole-v1"}}, "algorithm", ["missing"]),
-        ({"algorithm": {"lr": 1}, "environment": {"name": "CartPole-v1"}}, "algorithm.name",
-         ["missing"]),
+        (
+            {"algorithm": {"lr": 1}, "environment": {"name": "CartPole-v1"}},
+            "algorithm.name",
+            ["missing"],
+        ),
         ({"algorithm": "PPO", "environment": {"name": "CartPole-v1"}}, "algorithm", ["mapping"]),
-        ({"algorithm": {"name": "DQN"}, "environment": {"name": "Pendulum-v1"}},
-         "environment.name", ["DQN", "discrete", "Pendulum-v1", "continuous"]),
-        ({"algorithm": {"name": "TD3"}, "environment": {"name": "CartPole-v1"}},
-         "environment.name", ["TD3", "continuous", "CartPole-v1"]),
-        ({"algorithm": {"name": "MADDPG"}, "environment": {"env_type": "gym", "name": "CartPole-v1"}},
-         "environment.env_type", ["MADDPG", "PettingZoo"]),
-        ({"algorithm": {"name": "PPO"}, "environment": {"env_type": "pettingzoo",
-                                                        "name": "mpe2.simple_spread_v3"}},
-         "environment.env_type", ["PPO", "gymnasium"]),
-        ({"algorithm": {"name": "GRPO", "group_size": 2},
-          "environment": {"dataset": "d.jsonl", "rubric_file_path": "r.py",
-                          "prompt_template": {"user_0": "x"}}},
-         "network.pretrained_model_name_or_path", ["GRPO", "network=llm_lora"]),
-        ({"algorithm": {"name": "GRPO"},
-          "environment": {"dataset": "d.jsonl", "rubric_file_path": "r.py",
-                          "prompt_template": {"user_0": "x"}},
-          "network": {"pretrained_model_name_or_path": "m"}},
-         "algorithm.group_size", ["required"]),
-        ({"algorithm": {"name": "PPO"}, "environment": {"name": "CartPole-v1"},
-          "network": {"pretrained_model_name_or_path": "m"}}, "network", ["RL network"]),
-        ({"algorithm": {"name": "DQN"}, "environment": {"name": "CartPole-v1"},
-          "replay_buffer": {"per_buffer": True}}, "replay_buffer.per_buffer", ["RainbowDQN"]),
-        ({"algorithm": {"name": "DQN"}, "environment": {"name": "CartPole-v1"},
-          "mutation": {"rl_hp_selection": {"lrr": {"min": 0.1, "max": 1}}}},
-         "mutation.rl_hp_selection.lrr", ["did you mean lr?", "batch_size"]),
-        ({"algorithm": {"name": "DQN"}, "environment": {"name": "CartPole-v1"},
-          "mutation": {"rl_hp_selection": {"double": {"min": 0, "max": 1}}}},
-         "mutation.rl_hp_selection.double", ["no numeric"]),
-        ({"algorithm": {"name": "DQN"}, "environment": {"name": "CartPole-v1"},
-          "training": {"hpo": True, "pop_size": 2},
-          "mutation": {"probabilities": {"no_mut": 0, "arch_mut": 0, "params_mut": 0,
-                                         "rl_hp_mut": 0}}},
-         "mutation.probabilities", ["zero"]),
-        ({"algorithm": {"name": "DQN"}, "environment": {"name": "CartPole-v1"},
-          "training": {"hpo": True, "pop_size": 2},
-          "tournament_selection": {"tournament_size": 3}},
-         "tournament_selection.tournament_size", ["pop_size"]),
-        ({"algorithm": {"name": "RecurrentPPO", "recurrent": False},
-          "environment": {"name": "CartPole-v1"}}, "algorithm.name", ["implies recurrent=True"]),
-        ({"algorithm": {"name": "PPO", "recurrent": True}, "environment": {"name": "CartPole-v1"},
-          "network": {"arch": "simba"}}, "network.simba", ["recurrent"]),
-        ({"apiVersion": "v2", "algorithm": {"name": "PPO"},
-          "environment": {"name": "CartPole-v1"}}, "apiVersion", ["agilerl.com/v1"]),
-        ({"algorithm": {"name": "PPO"}, "environment": {"name": "mpe2.simple_spread_v3",
-                                                        "env_type": "gym"}},
-         "environment", ["env_type: pettingzoo"]),
+        (
+            {"algorithm": {"name": "DQN"}, "environment": {"name": "Pendulum-v1"}},
+            "environment.name",
+            ["DQN", "discrete", "Pendulum-v1", "continuous"],
+        ),
+        (
+            {"algorithm": {"name": "TD3"}, "environment": {"name": "CartPole-v1"}},
+            "environment.name",
+            ["TD3", "continuous", "CartPole-v1"],
+        ),
+        (
+            {
+                "algorithm": {"name": "MADDPG"},
+                "environment": {"env_type": "gym", "name": "CartPole-v1"},
+            },
+            "environment.env_type",
+            ["MADDPG", "PettingZoo"],
+        ),
+        (
+            {
+                "algorithm": {"name": "PPO"},
+                "environment": {"env_type": "pettingzoo", "name": "mpe2.simple_spread_v3"},
+            },
+            "environment.env_type",
+            ["PPO", "gymnasium"],
+        ),
+        (
+            {
+                "algorithm": {"name": "GRPO", "group_size": 2},
+                "environment": {
+                    "dataset": "d.jsonl",
+                    "rubric_file_path": "r.py",
+                    "prompt_template": {"user_0": "x"},
+                },
+            },
+            "network.pretrained_model_name_or_path",
+            ["GRPO", "network=llm_lora"],
+        ),
+        (
+            {
+                "algorithm": {"name": "GRPO"},
+                "environment": {
+                    "dataset": "d.jsonl",
+                    "rubric_file_path": "r.py",
+                    "prompt_template": {"user_0": "x"},
+                },
+                "network": {"pretrained_model_name_or_path": "m"},
+            },
+            "algorithm.group_size",
+            ["required"],
+        ),
+        (
+            {
+                "algorithm": {"name": "PPO"},
+                "environment": {"name": "CartPole-v1"},
+                "network": {"pretrained_model_name_or_path": "m"},
+            },
+            "network",
+            ["RL network"],
+        ),
+        (
+            {
+                "algorithm": {"name": "DQN"},
+                "environment": {"name": "CartPole-v1"},
+                "replay_buffer": {"per_buffer": True},
+            },
+            "replay_buffer.per_buffer",
+            ["RainbowDQN"],
+        ),
+        (
+            {
+                "algorithm": {"name": "DQN"},
+                "environment": {"name": "CartPole-v1"},
+                "mutation": {"rl_hp_selection": {"lrr": {"min": 0.1, "max": 1}}},
+            },
+            "mutation.rl_hp_selection.lrr",
+            ["did you mean lr?", "batch_size"],
+        ),
+        (
+            {
+                "algorithm": {"name": "DQN"},
+                "environment": {"name": "CartPole-v1"},
+                "mutation": {"rl_hp_selection": {"double": {"min": 0, "max": 1}}},
+            },
+            "mutation.rl_hp_selection.double",
+            ["no numeric"],
+        ),
+        (
+            {
+                "algorithm": {"name": "DQN"},
+                "environment": {"name": "CartPole-v1"},
+                "training": {"hpo": True, "pop_size": 2},
+                "mutation": {
+                    "probabilities": {"no_mut": 0, "arch_mut": 0, "params_mut": 0, "rl_hp_mut": 0}
+                },
+            },
+            "mutation.probabilities",
+            ["zero"],
+        ),
+        (
+            {
+                "algorithm": {"name": "DQN"},
+                "environment": {"name": "CartPole-v1"},
+                "training": {"hpo": True, "pop_size": 2},
+                "tournament_selection": {"tournament_size": 3},
+            },
+            "tournament_selection.tournament_size",
+            ["pop_size"],
+        ),
+        (
+            {
+                "algorithm": {"name": "RecurrentPPO", "recurrent": False},
+                "environment": {"name": "CartPole-v1"},
+            },
+            "algorithm.name",
+            ["implies recurrent=True"],
+        ),
+        (
+            {
+                "algorithm": {"name": "PPO", "recurrent": True},
+                "environment": {"name": "CartPole-v1"},
+                "network": {"arch": "simba"},
+            },
+            "network.simba",
+            ["recurrent"],
+        ),
+        (
+            {
+                "apiVersion": "v2",
+                "algorithm": {"name": "PPO"},
+                "environment": {"name": "CartPole-v1"},
+            },
+            "apiVersion",
+            ["agilerl.com/v1"],
+        ),
+        (
+            {
+                "algorithm": {"name": "PPO"},
+                "environment": {"name": "mpe2.simple_spread_v3", "env_type": "gym"},
+            },
+            "environment",
+            ["env_type: pettingzoo"],
+        ),
     ],
 )
 def test_bad_manifests_name_the_path_and_the_fix(data: dict, path: str, words: list[str]) -> None:
@@ -189,21 +317,27 @@ def test_bad_manifests_name_the_path_and_the_fix(data: dict, path: str, words: l
 
 
 def test_selection_strategy_alias_and_empty_mutation() -> None:
-    manifest = TrainingManifest.from_dict({
-        "algorithm": {"name": "DQN"}, "environment": {"name": "CartPole-v1"},
-        "selection_strategy": {"tournament_size": 3}, "mutation": {},
-    })  # fmt: skip
+    manifest = TrainingManifest.from_dict(
+        {
+            "algorithm": {"name": "DQN"},
+            "environment": {"name": "CartPole-v1"},
+            "selection_strategy": {"tournament_size": 3},
+            "mutation": {},
+        }
+    )
     assert manifest.tournament_selection.tournament_size == 3
     assert manifest.mutation is None
 
 
 def test_round_trip_through_to_dict() -> None:
-    original = TrainingManifest.from_dict({
-        "algorithm": {"name": "Recurrent PPO", "lr": 0.01},
-        "environment": {"name": "CartPole-v1", "num_envs": 4},
-        "network": {"arch": "lstm", "latent_dim": 16},
-        "training": {"max_steps": 1000},
-    })  # fmt: skip
+    original = TrainingManifest.from_dict(
+        {
+            "algorithm": {"name": "Recurrent PPO", "lr": 0.01},
+            "environment": {"name": "CartPole-v1", "num_envs": 4},
+            "network": {"arch": "lstm", "latent_dim": 16},
+            "training": {"max_steps": 1000},
+        }
+    )
     data = original.to_dict()
     assert data["algorithm"]["name"] == "Recurrent PPO"
     again = TrainingManifest.from_dict(data)
@@ -212,10 +346,13 @@ def test_round_trip_through_to_dict() -> None:
 
 
 def test_algorithm_with_network_uses_the_concrete_network_class() -> None:
-    manifest = TrainingManifest.from_dict({
-        "algorithm": {"name": "DQN"}, "environment": {"name": "CartPole-v1"},
-        "network": {"latent_dim": 16, "encoder_config": {"hidden_size": [32]}},
-    })  # fmt: skip
+    manifest = TrainingManifest.from_dict(
+        {
+            "algorithm": {"name": "DQN"},
+            "environment": {"name": "CartPole-v1"},
+            "network": {"latent_dim": 16, "encoder_config": {"hidden_size": [32]}},
+        }
+    )
     spec = manifest.algorithm_with_network()
     assert type(spec.net_config).__name__ == "QNetworkSpec"
     assert isinstance(spec.net_config, NetworkSpec) and spec.net_config.latent_dim == 16

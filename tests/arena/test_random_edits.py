@@ -14,10 +14,14 @@ from agilerl.arena.models.loading import read_manifest_file
 BASES = [read_manifest_file(p) for p in sorted((Path(__file__).parents[1] / "manifests").glob("*"))]
 
 values = st.one_of(
-    st.none(), st.booleans(), st.integers(-10**9, 10**9), st.floats(allow_nan=True),
-    st.text(max_size=12), st.lists(st.integers(-5, 5), max_size=3),
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**9), 10**9),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.lists(st.integers(-5, 5), max_size=3),
     st.dictionaries(st.text(max_size=6), st.integers(), max_size=2),
-)  # fmt: skip
+)
 
 
 def _paths(node: object, prefix: tuple = ()) -> list[tuple]:

@@ -10,14 +10,30 @@ import agilerl.models as framework
 from agilerl.arena.models import MANIFEST_REGISTRY, AlgorithmRegistry, PPOSpec, register
 
 EXPECTED = {
-    "PPO", "RecurrentPPO", "Recurrent PPO", "DQN", "RainbowDQN", "Rainbow DQN", "DDPG", "TD3",
-    "CQN", "NeuralTS", "NeuralUCB", "IPPO", "MADDPG", "MATD3", "GRPO", "LLMPPO",
-    "LLMREINFORCE", "DPO", "SFT",
-}  # fmt: skip
+    "PPO",
+    "RecurrentPPO",
+    "Recurrent PPO",
+    "DQN",
+    "RainbowDQN",
+    "Rainbow DQN",
+    "DDPG",
+    "TD3",
+    "CQN",
+    "NeuralTS",
+    "NeuralUCB",
+    "IPPO",
+    "MADDPG",
+    "MATD3",
+    "GRPO",
+    "LLMPPO",
+    "LLMREINFORCE",
+    "DPO",
+    "SFT",
+}
 
 
 def test_every_algorithm_is_registered() -> None:
-    assert EXPECTED <= set(MANIFEST_REGISTRY.names())
+    assert set(MANIFEST_REGISTRY.names()) >= EXPECTED
 
 
 def test_names_and_items_are_sorted() -> None:

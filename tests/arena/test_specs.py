@@ -65,7 +65,9 @@ def test_training_spec_defaults_match_the_seed() -> None:
     assert spec.effective_checkpoint_export() == m.CheckpointExportSpec()
     assert spec.effective_rollout_version_stamp() is None
     async_spec = TrainingSpec(rollout_mode="async", rollout_engines_per_agent="auto")
-    assert async_spec.async_rollout and async_spec.effective_rollout_version_stamp() == "oldest_turn"
+    assert (
+        async_spec.async_rollout and async_spec.effective_rollout_version_stamp() == "oldest_turn"
+    )
 
 
 @pytest.mark.parametrize(
@@ -92,9 +94,14 @@ def test_training_aliases() -> None:
 
 
 def test_buffer_spec_nulls_and_alias() -> None:
-    spec = m.ReplayBufferSpec(memory_size=10, n_step_buffer_args={"n_step": None},
-                              per_buffer_args={"alpha": None})
-    assert (spec.max_size, spec.n_step_buffer_args.n_step, spec.per_buffer_args.alpha) == (10, 3, 0.5)
+    spec = m.ReplayBufferSpec(
+        memory_size=10, n_step_buffer_args={"n_step": None}, per_buffer_args={"alpha": None}
+    )
+    assert (spec.max_size, spec.n_step_buffer_args.n_step, spec.per_buffer_args.alpha) == (
+        10,
+        3,
+        0.5,
+    )
     with pytest.raises(ValidationError):
         m.ReplayBufferSpec(kind="llm")
 
@@ -102,10 +109,14 @@ def test_buffer_spec_nulls_and_alias() -> None:
 def test_checkpoint_export_should_merge() -> None:
     adapter = m.CheckpointExportSpec(format="adapter", trigger="every")
     assert not adapter.should_merge(True, True)
-    merged = {t: m.CheckpointExportSpec(format="merged", trigger=t)
-              for t in ("final", "best", "every", "on_demand")}
+    merged = {
+        t: m.CheckpointExportSpec(format="merged", trigger=t)
+        for t in ("final", "best", "every", "on_demand")
+    }
     assert merged["every"].should_merge(False, False)
-    assert merged["final"].should_merge(True, False) and not merged["final"].should_merge(False, True)
+    assert merged["final"].should_merge(True, False) and not merged["final"].should_merge(
+        False, True
+    )
     assert merged["best"].should_merge(False, True) and merged["best"].should_merge(True, False)
     assert not merged["on_demand"].should_merge(True, True)
     with pytest.raises(ValidationError):
@@ -113,8 +124,10 @@ def test_checkpoint_export_should_merge() -> None:
 
 
 def test_paradigm_flags_are_class_level() -> None:
-    flags = {name: (cls.off_policy, cls.offline, cls.bandit, cls.env_type)
-             for name, cls in MANIFEST_REGISTRY.items()}
+    flags = {
+        name: (cls.off_policy, cls.offline, cls.bandit, cls.env_type)
+        for name, cls in MANIFEST_REGISTRY.items()
+    }
     assert flags["DQN"] == (True, False, False, "gym")
     assert flags["PPO"] == (False, False, False, "gym")
     assert flags["CQN"] == (False, True, False, "offline")
@@ -138,7 +151,11 @@ def test_paradigm_flags_are_class_level() -> None:
         ("DPO", {"use_sequence_packing": True, "attn_implementation": "flex_attention"}, "packing"),
         ("SFT", {"activation_offload": True}, "activation_offload"),
         ("GRPO", {"group_size": 2, "use_sequence_packing": True}, "flash_attention_2"),
-        ("GRPO", {"group_size": 2, "mini_batch_size": 6, "micro_batch_size_per_gpu": 4}, "multiple"),
+        (
+            "GRPO",
+            {"group_size": 2, "mini_batch_size": 6, "micro_batch_size_per_gpu": 4},
+            "multiple",
+        ),
         ("GRPO", {"group_size": 2, "fsdp": False}, "fsdp"),
         ("GRPO", {"group_size": 2, "fsdp": {"nope": 1}}, "nope"),
         ("GRPO", {}, "group_size"),
@@ -168,6 +185,10 @@ def test_network_bounds() -> None:
         m.NetworkSpec(encoder_config={"layer_norm": False})
     spec = m.NetworkSpec(arch="simba")
     assert spec.simba and spec.arch == "simba"
-    assert m.NetworkSpec(encoder_config={"channel_size": [16], "kernel_size": [3],
-                                         "stride_size": [1]}).arch == "cnn"
+    assert (
+        m.NetworkSpec(
+            encoder_config={"channel_size": [16], "kernel_size": [3], "stride_size": [1]}
+        ).arch
+        == "cnn"
+    )
     assert m.NetworkSpec().arch is None

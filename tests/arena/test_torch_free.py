@@ -19,7 +19,8 @@ arena.TrainingManifest.from_dict({
 })
 arena.TrainingManifest.from_dict({
     "algorithm": {"name": "GRPO", "group_size": 2},
-    "environment": {"dataset": "d.jsonl", "rubric_file_path": "r.py", "prompt_template": {"user_0": "q"}},
+    "environment": {"dataset": "d.jsonl", "rubric_file_path": "r.py",
+                    "prompt_template": {"user_0": "q"}},
     "network": {"pretrained_model_name_or_path": "m", "max_context_length": 64},
 })
 manifest_schema()

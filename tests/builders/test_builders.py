@@ -33,10 +33,16 @@ class MyPPOSpec(PPOSpec):
 
 @pytest.mark.parametrize(
     ("name", "builder"),
-    [("PPO", SingleAgentBuilder), ("DQN", SingleAgentBuilder), ("CQN", SingleAgentBuilder),
-     ("NeuralUCB", SingleAgentBuilder), ("IPPO", MultiAgentBuilder),
-     ("MADDPG", MultiAgentBuilder), ("DPO", LLMBuilder)],
-)  # fmt: skip
+    [
+        ("PPO", SingleAgentBuilder),
+        ("DQN", SingleAgentBuilder),
+        ("CQN", SingleAgentBuilder),
+        ("NeuralUCB", SingleAgentBuilder),
+        ("IPPO", MultiAgentBuilder),
+        ("MADDPG", MultiAgentBuilder),
+        ("DPO", LLMBuilder),
+    ],
+)
 def test_select_builder_by_paradigm(name: str, builder: type) -> None:
     spec_cls = MANIFEST_REGISTRY.get(name)
     assert select_builder(spec_cls.model_construct()) is builder
@@ -70,9 +76,12 @@ def test_build_ppo_forwards_spec_fields() -> None:
 
 @pytest.mark.parametrize(
     ("args", "missing"),
-    [((None, ACT, 0), "observation_space"), ((OBS, None, 0), "action_space"),
-     ((OBS, ACT, None), "runtime.index")],
-)  # fmt: skip
+    [
+        ((None, ACT, 0), "observation_space"),
+        ((OBS, None, 0), "action_space"),
+        ((OBS, ACT, None), "runtime.index"),
+    ],
+)
 def test_build_requires_spaces_and_index(args: tuple, missing: str) -> None:
     obs, act, index = args
     with pytest.raises(ValueError, match=missing):
@@ -110,18 +119,23 @@ def test_resume_and_load_weights_are_exclusive(tmp_path) -> None:
     agent = SingleAgentBuilder.build(PPOSpec(), OBS, ACT, runtime=AlgorithmBuildRuntime(index=0))
     path = tmp_path / "a.pt"
     agent.save_checkpoint(path)
-    runtime = AlgorithmBuildRuntime(index=0, resume_from_checkpoint=str(path),
-                                    load_weights_from=str(path))  # fmt: skip
+    runtime = AlgorithmBuildRuntime(
+        index=0, resume_from_checkpoint=str(path), load_weights_from=str(path)
+    )
     with pytest.raises(ValueError, match="only one"):
         SingleAgentBuilder.build(PPOSpec(), OBS, ACT, runtime=runtime)
     with pytest.warns(UserWarning, match="checkpoint wins"):
         resumed = SingleAgentBuilder.build(
-            PPOSpec(lr=0.5), OBS, ACT,
+            PPOSpec(lr=0.5),
+            OBS,
+            ACT,
             runtime=AlgorithmBuildRuntime(index=2, resume_from_checkpoint=str(path)),
-        )  # fmt: skip
+        )
     assert resumed.lr == agent.lr and resumed.index == 2
     loaded = SingleAgentBuilder.build(
-        PPOSpec(lr=0.5), OBS, ACT,
+        PPOSpec(lr=0.5),
+        OBS,
+        ACT,
         runtime=AlgorithmBuildRuntime(index=1, load_weights_from=str(path)),
-    )  # fmt: skip
+    )
     assert loaded.lr == 0.5

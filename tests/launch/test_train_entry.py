@@ -20,8 +20,9 @@ def run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
 
 
 def test_dry_run_prints_the_manifest_and_writes_nothing(tmp_path: Path) -> None:
-    result = run(str(REPO / "train.py"), "algorithm=ppo", "env=cartpole", "dry_run=true",
-                 cwd=tmp_path)  # fmt: skip
+    result = run(
+        str(REPO / "train.py"), "algorithm=ppo", "env=cartpole", "dry_run=true", cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr
     manifest = yaml.safe_load(result.stdout)
     assert manifest["algorithm"]["name"] == "PPO"
@@ -30,8 +31,9 @@ def test_dry_run_prints_the_manifest_and_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_typo_exits_2_naming_the_field() -> None:
-    result = run("train.py", "algorithm=ppo", "env=cartpole", "algorithm.clip_cof=0.3",
-                 "dry_run=true")  # fmt: skip
+    result = run(
+        "train.py", "algorithm=ppo", "env=cartpole", "algorithm.clip_cof=0.3", "dry_run=true"
+    )
     assert result.returncode == 2
     assert "algorithm.clip_cof: unknown field (did you mean clip_coef?)" in result.stderr
     assert "Traceback" not in result.stderr
@@ -41,7 +43,10 @@ def test_typo_exits_2_naming_the_field() -> None:
     ("args", "expected"),
     [
         (["algorithm=dqn", "env=pendulum"], "environment.name: DQN needs a discrete action space"),
-        (["algorithm=maddpg", "env=cartpole"], "environment.env_type: MADDPG trains on a PettingZoo"),
+        (
+            ["algorithm=maddpg", "env=cartpole"],
+            "environment.env_type: MADDPG trains on a PettingZoo",
+        ),
         (["algorithm=grpo", "env=llm_countdown"], "network=llm_lora"),
         (["algorithm=ppx"], "no option 'ppx' in config group algorithm (did you mean ppo?)"),
         (["algorithm.lr=fast"], "algorithm.lr: "),
@@ -67,10 +72,17 @@ def test_several_problems_are_listed_together() -> None:
 
 def test_manifest_file_with_overrides_on_top(tmp_path: Path) -> None:
     path = tmp_path / "m.json"
-    path.write_text(json.dumps({"algorithm": {"name": "DQN", "lr": 0.01},
-                                "environment": {"name": "Acrobot-v1", "num_envs": 2}}))
-    result = run("train.py", f"manifest={path}", "algorithm.lr=0.5", "env.num_envs=3",
-                 "dry_run=true")  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "algorithm": {"name": "DQN", "lr": 0.01},
+                "environment": {"name": "Acrobot-v1", "num_envs": 2},
+            }
+        )
+    )
+    result = run(
+        "train.py", f"manifest={path}", "algorithm.lr=0.5", "env.num_envs=3", "dry_run=true"
+    )
     assert result.returncode == 0, result.stderr
     manifest = yaml.safe_load(result.stdout)
     assert manifest["algorithm"]["lr"] == 0.5
@@ -82,7 +94,9 @@ def test_manifest_file_with_overrides_on_top(tmp_path: Path) -> None:
 def test_cli_validate_schema_algorithms(tmp_path: Path) -> None:
     good = REPO / "tests/manifests/dqn_lunar_lander.yaml"
     bad = tmp_path / "bad.yaml"
-    bad.write_text("algorithm: {name: PPO, clip_cof: 1, lr: -1}\nenvironment: {name: CartPole-v1}\n")
+    bad.write_text(
+        "algorithm: {name: PPO, clip_cof: 1, lr: -1}\nenvironment: {name: CartPole-v1}\n"
+    )
     ok = run("-m", "agilerl.cli", "validate", str(good))
     assert ok.returncode == 0 and "ok:" in ok.stdout
     both = run("-m", "agilerl.cli", "validate", str(good), str(bad), str(tmp_path / "none.yaml"))

@@ -30,22 +30,34 @@ from agilerl.strategies import (
 )
 
 EXPECTED = {
-    "PPO": SingleAgentOnPolicyStrategy, "RecurrentPPO": SingleAgentOnPolicyStrategy,
-    "DQN": SingleAgentOffPolicyStrategy, "RainbowDQN": SingleAgentOffPolicyStrategy,
-    "DDPG": SingleAgentOffPolicyStrategy, "TD3": SingleAgentOffPolicyStrategy,
-    "CQN": OfflineStrategy, "NeuralTS": BanditStrategy, "NeuralUCB": BanditStrategy,
-    "IPPO": MultiAgentOnPolicyStrategy, "MADDPG": MultiAgentOffPolicyStrategy,
-    "MATD3": MultiAgentOffPolicyStrategy, "GRPO": LLMRolloutStrategy,
-    "LLMPPO": LLMRolloutStrategy, "LLMREINFORCE": LLMRolloutStrategy,
-    "DPO": LLMDatasetStrategy, "SFT": LLMDatasetStrategy,
-}  # fmt: skip
+    "PPO": SingleAgentOnPolicyStrategy,
+    "RecurrentPPO": SingleAgentOnPolicyStrategy,
+    "DQN": SingleAgentOffPolicyStrategy,
+    "RainbowDQN": SingleAgentOffPolicyStrategy,
+    "DDPG": SingleAgentOffPolicyStrategy,
+    "TD3": SingleAgentOffPolicyStrategy,
+    "CQN": OfflineStrategy,
+    "NeuralTS": BanditStrategy,
+    "NeuralUCB": BanditStrategy,
+    "IPPO": MultiAgentOnPolicyStrategy,
+    "MADDPG": MultiAgentOffPolicyStrategy,
+    "MATD3": MultiAgentOffPolicyStrategy,
+    "GRPO": LLMRolloutStrategy,
+    "LLMPPO": LLMRolloutStrategy,
+    "LLMREINFORCE": LLMRolloutStrategy,
+    "DPO": LLMDatasetStrategy,
+    "SFT": LLMDatasetStrategy,
+}
 LOOPS = {
-    SingleAgentOnPolicyStrategy: "train_on_policy", SingleAgentOffPolicyStrategy: "train_off_policy",
-    OfflineStrategy: "train_offline", BanditStrategy: "train_bandits",
+    SingleAgentOnPolicyStrategy: "train_on_policy",
+    SingleAgentOffPolicyStrategy: "train_off_policy",
+    OfflineStrategy: "train_offline",
+    BanditStrategy: "train_bandits",
     MultiAgentOnPolicyStrategy: "train_multi_agent_on_policy",
     MultiAgentOffPolicyStrategy: "train_multi_agent_off_policy",
-    LLMRolloutStrategy: "train_llm_rollout", LLMDatasetStrategy: "train_llm_dataset",
-}  # fmt: skip
+    LLMRolloutStrategy: "train_llm_rollout",
+    LLMDatasetStrategy: "train_llm_dataset",
+}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -80,7 +92,7 @@ def test_errors() -> None:
         select_strategy(LLMAlgorithmSpec())
 
     class Loopless(TrainingStrategy):
-        def get_trainer_kwargs(self, spec, **kwargs):  # noqa: ANN001, ANN003, ANN201
+        def get_trainer_kwargs(self, spec, **kwargs):
             return {}
 
     with pytest.raises(NotImplementedError, match="default_loop"):
@@ -102,9 +114,12 @@ def test_trainer_kwargs_per_paradigm() -> None:
     )
     assert with_eps["eps_start"] == 1.0 and with_eps["n_step_memory"] == "n"
     bandit = MANIFEST_REGISTRY.create("NeuralUCB")
-    assert select_strategy(bandit).get_trainer_kwargs(
-        bandit, training=TrainingSpec(), env_spec=env
-    )["episode_steps"] == 500
+    assert (
+        select_strategy(bandit).get_trainer_kwargs(bandit, training=TrainingSpec(), env_spec=env)[
+            "episode_steps"
+        ]
+        == 500
+    )
     maddpg = MANIFEST_REGISTRY.create("MADDPG")
     pz = PettingZooEnvSpec(name="mpe2.simple_spread_v3")
     kwargs = select_strategy(maddpg).get_trainer_kwargs(
@@ -121,8 +136,13 @@ def test_llm_kwargs_and_warnings() -> None:
     )
     assert kwargs["num_epochs"] == 2 and kwargs["evaluation_interval"] == 10
     grpo = MANIFEST_REGISTRY.create("GRPO", group_size=2)
-    rollout = LLMEnvSpec(env_type="rollout", dataset="d.jsonl", rubric_file_path="r.py",
-                         prompt_template={"user_0": "q"}, max_reward=2.0)  # fmt: skip
+    rollout = LLMEnvSpec(
+        env_type="rollout",
+        dataset="d.jsonl",
+        rubric_file_path="r.py",
+        prompt_template={"user_0": "q"},
+        max_reward=2.0,
+    )
     with pytest.warns(UserWarning, match="num_epochs"):
         kwargs = select_strategy(grpo).get_trainer_kwargs(
             grpo, training=TrainingSpec(num_epochs=2), env_spec=rollout

@@ -1,0 +1,148 @@
+"""Evaluate a saved agent: mean and std of greedy episode returns, optionally a video.
+
+    agilerl evaluate runs/2026-11-29/12-00-00_ppo_cartpole --episodes 20 --video cartpole.mp4
+
+The path may be a run directory (its latest checkpoint), a checkpoint
+directory, or one ``agent_<i>.pt`` file; the env comes from the run's
+``manifest.yaml`` unless ``--env`` names a gymnasium id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agilerl.arena.models.env import GymEnvSpec
+from agilerl.arena.models.errors import ConfigError
+from agilerl.arena.models.manifest import TrainingManifest
+
+
+@dataclass
+class EvaluationResult:
+    """Returns of the evaluated episodes."""
+
+    returns: list[float]
+    checkpoint: Path
+    video: Path | None = None
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.returns))
+
+    @property
+    def std(self) -> float:
+        return float(np.std(self.returns))
+
+
+def resolve_agent_file(path: Path, agent: int | None) -> Path:
+    """The agent checkpoint file a user path stands for.
+
+    Raises:
+        ConfigError: If the path holds no agent checkpoint.
+    """
+    if path.is_file():
+        return path
+    if not path.exists():
+        raise ConfigError(f"{path}: no such file or directory")
+    if (path / "checkpoints" / "latest").exists():
+        path = path / "checkpoints" / (path / "checkpoints" / "latest").read_text().strip()
+    files = sorted(path.glob("agent_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
+    if not files:
+        raise ConfigError(f"{path}: holds no agent_*.pt checkpoint (nor checkpoints/latest)")
+    if agent is None:
+        return files[0] if len(files) == 1 else _best(files)
+    chosen = path / f"agent_{agent}.pt"
+    if not chosen.exists():
+        raise ConfigError(f"{chosen}: no such agent; have {', '.join(f.name for f in files)}")
+    return chosen
+
+
+def _best(files: list[Path]) -> Path:
+    """The agent whose last recorded fitness is highest."""
+    import torch
+
+    def last_fitness(file: Path) -> float:
+        state = torch.load(file, map_location="cpu", weights_only=True)
+        return state["fitness"][-1] if state.get("fitness") else float("-inf")
+
+    return max(files, key=last_fitness)
+
+
+def find_env_spec(agent_file: Path, env_name: str | None) -> GymEnvSpec:
+    """The env to evaluate in: ``--env``, else the run's manifest."""
+    if env_name is not None:
+        return GymEnvSpec(name=env_name, num_envs=1)
+    for parent in agent_file.parents:
+        manifest_file = parent / "manifest.yaml"
+        if manifest_file.exists():
+            environment = TrainingManifest.from_file(manifest_file).environment
+            if not isinstance(environment, GymEnvSpec):
+                raise ConfigError(f"evaluating on a {environment.env_type} env is not supported")
+            return environment
+    raise ConfigError(f"{agent_file}: no manifest.yaml above it; name the env with --env ID")
+
+
+def evaluate_checkpoint(
+    path: str | Path,
+    *,
+    episodes: int = 10,
+    video: str | Path | None = None,
+    env_name: str | None = None,
+    agent: int | None = None,
+    seed: int = 0,
+    device: str = "cpu",
+    fps: int = 30,
+) -> EvaluationResult:
+    """Run greedy episodes of a saved agent.
+
+    Raises:
+        ConfigError: For a missing/corrupt checkpoint or an unknown env.
+    """
+    from agilerl.algorithms.core.base import EvolvableAlgorithm
+    from agilerl.envs.gym import make_single_env
+
+    agent_file = resolve_agent_file(Path(path), agent)
+    env_spec = find_env_spec(agent_file, env_name)
+    try:
+        algo = EvolvableAlgorithm.load(agent_file, device=device)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    env = make_single_env(env_spec, render_mode="rgb_array" if video else None)
+    frames: list[Any] = []
+    returns = []
+    try:
+        for episode in range(episodes):
+            obs, _ = env.reset(seed=seed + episode)
+            total, done = 0.0, False
+            while not done:
+                if video:
+                    frames.append(env.render())
+                batch = _batch(obs)
+                action = algo.get_action(batch, greedy=True)[0][0]
+                obs, reward, terminated, truncated, _ = env.step(action)
+                total += float(reward)
+                done = terminated or truncated
+            returns.append(total)
+    finally:
+        env.close()
+    video_path = _write_video(Path(video), frames, fps) if video else None
+    return EvaluationResult(returns, agent_file, video_path)
+
+
+def _batch(obs: Any) -> Any:
+    if isinstance(obs, dict):
+        return {k: np.asarray(v)[None] for k, v in obs.items()}
+    return np.asarray(obs)[None]
+
+
+def _write_video(path: Path, frames: list[Any], fps: int) -> Path:
+    try:
+        import imageio.v2 as imageio
+    except ImportError:
+        raise ConfigError("--video needs the video extra: pip install 'agilerl[video]'") from None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    imageio.mimsave(path, frames, fps=fps)
+    return path

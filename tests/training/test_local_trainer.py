@@ -1,0 +1,339 @@
+"""LocalTrainer end to end: run directory, resume, bad input; PPO learning thresholds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from agilerl.arena.models import ConfigError, GymEnvSpec, PPOSpec
+from agilerl.trainer import LocalTrainer
+
+REPO = Path(__file__).resolve().parents[2]
+PPO_CARTPOLE = {  # rl-zoo3's tuned CartPole set
+    "name": "PPO",
+    "batch_size": 256,
+    "learn_step": 256,
+    "lr": 1e-3,
+    "lr_schedule": {"kind": "linear", "end": 0.0},
+    "gamma": 0.98,
+    "gae_lambda": 0.8,
+    "ent_coef": 0.0,
+    "update_epochs": 20,
+    "share_encoders": False,
+}
+MLP = {
+    "latent_dim": 64,
+    "encoder_config": {"arch": "mlp", "hidden_size": [64], "layer_norm": False},
+    "head_config": {"hidden_size": [64], "layer_norm": False},
+}
+
+
+def small_run(tmp_path: Path, **training: object) -> LocalTrainer:
+    settings = {"max_steps": 4096, "evo_steps": 1024, "eval_loop": 2, "eval_steps": 200} | training
+    return LocalTrainer(
+        PPOSpec(learn_step=512, batch_size=128, update_epochs=2),
+        GymEnvSpec(name="CartPole-v1", num_envs=4),
+        settings,
+        run_dir=tmp_path / "run",
+        verbose=False,
+    )
+
+
+def test_accepts_names_dicts_and_specs(tmp_path: Path) -> None:
+    by_name = LocalTrainer("PPO", "CartPole-v1", run_dir=tmp_path)
+    assert by_name.spec.name == "PPO" and by_name.manifest.environment.name == "CartPole-v1"
+    by_dict = LocalTrainer({"name": "DQN", "lr": 0.01}, {"name": "Acrobot-v1"})
+    assert by_dict.spec.lr == 0.01
+    with pytest.raises(ConfigError, match="clip_coef"):
+        LocalTrainer({"name": "PPO", "clip_cof": 1}, "CartPole-v1")
+    from_file = LocalTrainer.from_manifest(REPO / "tests/manifests/ppo_cartpole.yaml")
+    assert from_file.manifest.training.pop_size == 4
+    with pytest.raises(TypeError, match="unknown LocalTrainer options"):
+        LocalTrainer.from_manifest(REPO / "tests/manifests/ppo_cartpole.yaml", sed=1)
+
+
+def test_run_directory_contents(tmp_path: Path) -> None:
+    population, fitnesses = small_run(tmp_path, pop_size=2, checkpoint_steps=4096).train()
+    run = tmp_path / "run"
+    assert len(population) == 2 and len(fitnesses) == 2
+    manifest = yaml.safe_load((run / "manifest.yaml").read_text())
+    assert manifest["algorithm"]["name"] == "PPO" and manifest["training"]["pop_size"] == 2
+    summary = json.loads((run / "summary.json").read_text())
+    for key in (
+        "algorithm",
+        "env",
+        "total_steps",
+        "wall_seconds",
+        "steps_per_second",
+        "best_fitness",
+        "final_fitness",
+        "solved_at_step",
+        "pop_size",
+        "seed",
+        "status",
+        "checkpoint",
+    ):
+        assert key in summary, key
+    assert summary["status"] == "completed" and summary["total_steps"] == 2 * 4096
+    assert summary["solved_at_step"] is None
+    rows = (run / "metrics.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    for column in (
+        "step",
+        "wall_seconds",
+        "agent",
+        "fitness",
+        "train_return",
+        "policy_loss",
+        "lr",
+        "hp_batch_size",
+    ):
+        assert column in header
+    assert len(rows) == 1 + 2 * 4  # two agents, four evaluations each
+    assert list((run / "tb").glob("events.out.tfevents.*"))
+    assert (run / "plots" / "learning_curve.png").stat().st_size > 1000
+    latest = (run / "checkpoints" / "latest").read_text().strip()
+    checkpoint = run / "checkpoints" / latest
+    assert sorted(p.name for p in checkpoint.iterdir()) == ["agent_0.pt", "agent_1.pt", "state.pt"]
+    state = torch.load(checkpoint / "state.pt", weights_only=True)
+    assert state["total_steps"] == 8192
+
+
+def test_resume_continues_counters_and_metrics(tmp_path: Path) -> None:
+    small_run(tmp_path, max_steps=2048, checkpoint_steps=1024).train()
+    run = tmp_path / "run"
+    rows_before = (run / "metrics.csv").read_text().splitlines()
+    resumed = LocalTrainer.from_manifest(
+        yaml.safe_load((run / "manifest.yaml").read_text())
+        | {"training": {"max_steps": 4096, "evo_steps": 1024, "eval_loop": 2, "eval_steps": 200}},
+        run_dir=run,
+        resume=True,
+        verbose=False,
+    )
+    population, _ = resumed.train()
+    assert population[0].steps == 4096
+    rows_after = (run / "metrics.csv").read_text().splitlines()
+    assert rows_after[: len(rows_before)] == rows_before
+    steps = [int(line.split(",")[0]) for line in rows_after[1:]]
+    assert steps == [1024, 2048, 3072, 4096]
+    assert json.loads((run / "summary.json").read_text())["total_steps"] == 4096
+
+
+def test_killed_run_resumes_and_finishes(tmp_path: Path) -> None:
+    run = tmp_path / "killed"
+    args = [
+        sys.executable,
+        str(REPO / "train.py"),
+        "algorithm=ppo",
+        "env=cartpole",
+        f"run_dir={run}",
+        "training.checkpoint_steps=1024",
+        "training.evo_steps=1024",
+        "training.max_steps=8192",
+        "training.target_score=null",
+        "training.eval_loop=1",
+        "hydra.run.dir=" + str(tmp_path / "hydra"),
+    ]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    import time
+
+    deadline = time.time() + 90
+    while not (run / "checkpoints" / "latest").exists() and time.time() < deadline:
+        time.sleep(0.1)
+    proc.kill()
+    proc.wait()
+    assert (run / "checkpoints" / "latest").exists()
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "train.py"),
+            f"resume={run}",
+            "hydra.run.dir=" + str(tmp_path / "hydra2"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["total_steps"] >= 8192 and summary["status"] == "completed"
+    steps = [int(line.split(",")[0]) for line in (run / "metrics.csv").read_text().splitlines()[1:]]
+    assert steps == sorted(set(steps)) and steps[0] <= 1280
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (
+            lambda p: LocalTrainer("PPO", "CartPol-v1", run_dir=p, verbose=False),
+            "did you mean CartPole-v1?",
+        ),
+        (
+            lambda p: LocalTrainer("PPO", "CartPole-v1", run_dir=p, resume=True, verbose=False),
+            "no checkpoint",
+        ),
+    ],
+)
+def test_user_errors_at_run_time(tmp_path: Path, make: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        make(tmp_path / "r").train()
+
+
+def test_corrupt_checkpoint_names_the_file_and_changes_nothing(tmp_path: Path) -> None:
+    small_run(tmp_path, max_steps=1024, checkpoint_steps=1024).train()
+    run = tmp_path / "run"
+    latest = run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip()
+    agent_file = latest / "agent_0.pt"
+    agent_file.write_bytes(agent_file.read_bytes()[:100])
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    with pytest.raises(ConfigError, match=str(agent_file)):
+        LocalTrainer.from_manifest(
+            run / "manifest.yaml", run_dir=run, resume=True, verbose=False
+        ).train()
+    after = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    assert before == after
+
+
+def test_nan_losses_stop_with_a_clear_error_and_keep_the_checkpoint(tmp_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    trainer = LocalTrainer(
+        PPOSpec(learn_step=64, batch_size=32, update_epochs=1),
+        {
+            "name": "NanReward-v0",
+            "entrypoint": "nan_env:make",
+            "num_envs": 2,
+            "path": str(Path(__file__).parent),
+        },
+        {
+            "max_steps": 1024,
+            "evo_steps": 64,
+            "eval_loop": 1,
+            "eval_steps": 10,
+            "checkpoint_steps": 64,
+        },
+        run_dir=tmp_path / "nan",
+        verbose=False,
+    )
+    with pytest.raises(ConfigError, match="diverged"):
+        trainer.train()
+    summary = json.loads((tmp_path / "nan" / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["checkpoint"]
+
+
+def test_cartpole_solved_within_100k_steps_seed_0(tmp_path: Path) -> None:
+    _assert_solves(tmp_path, seed=0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cartpole_solved_within_100k_steps(tmp_path: Path, seed: int) -> None:
+    _assert_solves(tmp_path, seed=seed)
+
+
+def _assert_solves(tmp_path: Path, seed: int) -> None:
+    trainer = LocalTrainer(
+        PPO_CARTPOLE,
+        {"name": "CartPole-v1", "num_envs": 8},
+        {"max_steps": 100_000, "evo_steps": 5000, "eval_loop": 10, "target_score": 475},
+        network=MLP,
+        seed=seed,
+        run_dir=tmp_path / f"seed{seed}",
+        verbose=False,
+    )
+    trainer.train()
+    summary = json.loads((tmp_path / f"seed{seed}" / "summary.json").read_text())
+    assert summary["status"] == "target_reached", summary
+    assert summary["solved_at_step"] <= 100_000
+
+
+@pytest.mark.slow
+def test_pendulum_reaches_minus_400_within_200k_steps(tmp_path: Path) -> None:
+    trainer = LocalTrainer(
+        {
+            "name": "PPO",
+            "batch_size": 64,
+            "learn_step": 4096,
+            "lr": 1e-3,
+            "gamma": 0.9,
+            "gae_lambda": 0.95,
+            "ent_coef": 0.0,
+            "update_epochs": 10,
+            "clip_coef": 0.2,
+        },
+        {"name": "Pendulum-v1", "num_envs": 4},
+        {"max_steps": 200_000, "evo_steps": 10_000, "eval_loop": 10, "target_score": -400},
+        network=MLP,
+        seed=0,
+        run_dir=tmp_path / "pendulum",
+        verbose=False,
+    )
+    trainer.train()
+    summary = json.loads((tmp_path / "pendulum" / "summary.json").read_text())
+    assert summary["best_fitness"] >= -400, summary
+
+
+def test_evaluate_command_reports_and_records_video(tmp_path: Path) -> None:
+    small_run(tmp_path, max_steps=1024).train()
+    video = tmp_path / "episodes.mp4"
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agilerl.cli",
+            "evaluate",
+            str(tmp_path / "run"),
+            "--episodes",
+            "2",
+            "--video",
+            str(video),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "mean return:" in out.stdout and "std:" in out.stdout
+    assert video.stat().st_size > 1000
+    missing = subprocess.run(
+        [sys.executable, "-m", "agilerl.cli", "evaluate", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+    )
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+def test_wandb_offline_logs_config_and_keeps_the_run_id_on_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    trainer = small_run(tmp_path, max_steps=1024, checkpoint_steps=1024)
+    trainer.logger = trainer.logger.model_copy(update={"kind": "wandb"})
+    trainer.train()
+    run = tmp_path / "run"
+    runs = list((run / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1
+    state = torch.load(
+        run / "checkpoints" / (run / "checkpoints/latest").read_text().strip() / "state.pt",
+        weights_only=True,
+    )
+    run_id = state["wandb_id"]
+    assert run_id and runs[0].name.endswith(run_id)
+    resumed = LocalTrainer.from_manifest(
+        run / "manifest.yaml",
+        run_dir=run,
+        resume=True,
+        verbose=False,
+        logger={"kind": "wandb"},
+    )
+    resumed.manifest.training.max_steps = 2048
+    resumed.train()
+    ids = {p.name.rsplit("-", 1)[-1] for p in (run / "wandb").glob("offline-run-*")}
+    assert ids == {run_id}
