@@ -127,7 +127,29 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--agent", type=int, default=None, help="population slot (default: best)")
     evaluate.add_argument("--seed", type=int, default=0, help="seed of the first episode")
     evaluate.add_argument("--device", default="cpu", help="torch device")
+    sweep = sub.add_parser("sweep", help="follow, summarise or rerun a multirun sweep")
+    sweep_sub = sweep.add_subparsers(dest="sweep_command", required=True)
+    status = sweep_sub.add_parser("status", help="every job's state (from the ledger and sacct)")
+    status.add_argument("dir", help="the sweep directory (hydra.sweep.dir)")
+    status.add_argument("--watch", type=float, default=None, metavar="SECONDS",
+                        help="refresh until every job has ended")
+    summary = sweep_sub.add_parser("summary", help="jobs ranked by fitness, best overrides, plot")
+    summary.add_argument("dir", help="the sweep directory")
+    summary.add_argument("--no-plot", action="store_true", help="skip sweep_summary.png")
+    again = sweep_sub.add_parser("rerun", help="run the jobs that failed or never finished")
+    again.add_argument("dir", help="the sweep directory")
+    again.add_argument("--print-only", action="store_true", help="print the command only")
     return parser
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from agilerl.launch import sweep_report
+
+    if args.sweep_command == "status":
+        return sweep_report.show_status(args.dir, args.watch)
+    if args.sweep_command == "summary":
+        return sweep_report.show_summary(args.dir, plot=not args.no_plot)
+    return sweep_report.rerun(args.dir, execute=not args.print_only)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -142,6 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _algorithms()
         if args.command == "evaluate":
             return _evaluate(args)
+        if args.command == "sweep":
+            return _sweep(args)
     except ConfigError as error:
         print(error.render(), file=sys.stderr)
         return EXIT_USER_ERROR

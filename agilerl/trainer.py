@@ -314,6 +314,7 @@ class LocalTrainer:
             context.progress.close()
             context.sinks.close()
             self._write_summary(run_dir, summary, context)
+        context.forward_stop_signal()
         return population, fitnesses
 
     def _write_summary(

@@ -19,7 +19,8 @@ _NOT_MANIFEST = {"hydra"}
 
 def split_config(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """Resolve ``cfg`` and split it into manifest sections and run options."""
-    data = OmegaConf.to_container(cfg, resolve=True)
+    keys = [k for k in cfg if k not in _NOT_MANIFEST]
+    data = OmegaConf.to_container(OmegaConf.masked_copy(cfg, keys), resolve=True)
     assert isinstance(data, dict)
     manifest = {k: v for k, v in data.items() if k in SECTIONS and v is not None}
     options = {k: v for k, v in data.items() if k not in SECTIONS and k not in _NOT_MANIFEST}

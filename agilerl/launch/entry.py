@@ -50,7 +50,10 @@ def run_task(cfg: Any) -> float | None:
 
     from agilerl.launch.compose import build_manifest
 
+    from agilerl.launch.job import SweepJob
+
     overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+    job = SweepJob.current()
     try:
         manifest, options = build_manifest(cfg, overrides)
         if options.dry_run:
@@ -60,7 +63,19 @@ def run_task(cfg: Any) -> float | None:
             return None
         from agilerl.launch.run import train_manifest
 
-        return train_manifest(manifest, options)
+        if job is None:
+            return train_manifest(manifest, options).best_fitness
+        job.record("running")
+        try:
+            result = train_manifest(manifest, options)
+        except BaseException as exc:
+            job.record("failed", error=str(exc).splitlines()[0][:300] if str(exc) else repr(exc))
+            raise
+        job.record(result.status, run_dir=str(result.run_dir), best_fitness=result.best_fitness,
+                   wall_seconds=result.wall_seconds)  # fmt: skip
+        return result.best_fitness
     except ConfigError as error:
+        if job is not None:
+            raise  # Hydra records the failed job; the sweep goes on
         fail(error)
     return None

@@ -2,32 +2,84 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
 
+from agilerl.arena.models.errors import ConfigError
 from agilerl.arena.models.manifest import TrainingManifest
+from agilerl.launch.ledger import FINAL_STATES
 from agilerl.launch.options import RunOptions
 
 
+@dataclass(frozen=True)
+class RunResult:
+    """What a finished (or stopped) run reports back to Hydra and the ledger."""
+
+    status: str
+    run_dir: Path
+    best_fitness: float | None
+    wall_seconds: float | None
+
+
 def resolve_run_dir(options: RunOptions) -> Path:
-    """The run directory: ``run_dir``, else Hydra's output dir, else ``runs/``."""
+    """The run directory: ``run_dir``, else Hydra's output dir, else ``runs/latest``."""
     if options.run_dir:
         return Path(options.run_dir)
-    try:
-        from hydra.core.hydra_config import HydraConfig
+    from hydra.core.hydra_config import HydraConfig
 
-        if HydraConfig.initialized():
-            return Path(HydraConfig.get().runtime.output_dir)
-    except ImportError:  # pragma: no cover - hydra is a core dependency
-        pass
+    if HydraConfig.initialized():
+        return Path(HydraConfig.get().runtime.output_dir)
     return Path("runs/latest")
 
 
-def train_manifest(manifest: TrainingManifest, options: RunOptions) -> float | None:
-    """Train ``manifest`` and return the best fitness (for Hydra sweepers)."""
+def read_result(run_dir: Path) -> RunResult | None:
+    """The result recorded in ``summary.json``, if the run wrote one."""
+    path = run_dir / "summary.json"
+    if not path.exists():
+        return None
+    summary = json.loads(path.read_text())
+    return RunResult(summary["status"], run_dir, summary.get("best_fitness"),
+                     summary.get("wall_seconds"))  # fmt: skip
+
+
+def previous_run(run_dir: Path, manifest: TrainingManifest) -> RunResult | bool:
+    """Decide what to do with a run directory that already holds a run.
+
+    Returns:
+        The stored result if that run finished, ``True`` to resume it (it was
+        interrupted, killed or requeued), ``False`` if the directory is new.
+
+    Raises:
+        ConfigError: If the directory holds a run of a different manifest.
+    """
+    if not (run_dir / "checkpoints" / "latest").exists():
+        return False
+    stored = TrainingManifest.from_file(run_dir / "manifest.yaml")
+    if stored.to_dict() != manifest.to_dict():
+        raise ConfigError(
+            f"{run_dir} already holds a run of a different manifest; choose another "
+            f"run_dir, or resume={run_dir} to continue that run"
+        )
+    result = read_result(run_dir)
+    if result is not None and result.status in FINAL_STATES:
+        return result
+    return True
+
+
+def train_manifest(manifest: TrainingManifest, options: RunOptions) -> RunResult:
+    """Train ``manifest``; a run directory holding this run's checkpoints is resumed."""
     from agilerl.trainer import LocalTrainer
 
-    resume = options.resume is not None
-    run_dir = Path(options.resume) if resume else resolve_run_dir(options)
+    if options.resume is not None:
+        run_dir, resume = Path(options.resume), True
+    else:
+        run_dir = resolve_run_dir(options)
+        previous = previous_run(run_dir, manifest)
+        if isinstance(previous, RunResult):
+            print(f"{run_dir}: this run already finished ({previous.status}); nothing to do")
+            return previous
+        resume = previous
     trainer = LocalTrainer.from_manifest(
         manifest,
         seed=options.seed,
@@ -37,5 +89,7 @@ def train_manifest(manifest: TrainingManifest, options: RunOptions) -> float | N
         logger=options.logger,
         torch_threads=options.torch_threads,
     )
-    _population, fitnesses = trainer.train()
-    return max(fitnesses) if fitnesses else None
+    trainer.train()
+    result = read_result(run_dir)
+    assert result is not None
+    return result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import signal
 import time
 from dataclasses import dataclass, field
@@ -13,6 +14,9 @@ from agilerl.logging.loggers import FanOut
 from agilerl.logging.progress import TrainingProgress
 from agilerl.logging.run_dir import RunDirectory
 from agilerl.training.checkpointing import CheckpointManager
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
 
 
 @dataclass
@@ -60,13 +64,40 @@ class RunContext:
         return self.max_wall_seconds is not None and self.elapsed() >= self.max_wall_seconds
 
     def install_signal_handlers(self) -> None:
-        """SIGTERM/SIGUSR1 (SLURM's pre-timeout and preemption signals) stop at the next step."""
+        """SIGTERM, SIGUSR1 and SIGUSR2 (SLURM's pre-timeout/preemption signals) stop the run.
+
+        The loop finishes its current rollout, writes a checkpoint and returns;
+        :meth:`forward_stop_signal` then hands the signal to whoever handled it
+        before (submitit requeues the job there).
+        """
 
         def handler(signum: int, _frame: Any) -> None:
             self.stop_requested = signal.Signals(signum).name
+            self._stop_signal = signum
 
-        for sig in (signal.SIGTERM, signal.SIGUSR1):
-            signal.signal(sig, handler)
+        self._previous_handlers = {}
+        for sig in STOP_SIGNALS:
+            self._previous_handlers[sig] = signal.signal(sig, handler)
+
+    def forward_stop_signal(self) -> None:
+        """Restore the previous handlers and pass on a stop signal that arrived.
+
+        Under SLURM without a previous handler the process exits with
+        ``128 + signum``, so the job leaves no result and the scheduler's
+        requeue (or cancellation) takes its course.
+        """
+        previous = getattr(self, "_previous_handlers", {})
+        for sig, old in previous.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)
+        self._previous_handlers = {}
+        signum = getattr(self, "_stop_signal", None)
+        if signum is None:
+            return
+        old = previous.get(signum)
+        if callable(old) and old is not signal.default_int_handler:
+            old(signum, None)
+        if os.environ.get("SLURM_JOB_ID"):
+            raise SystemExit(128 + signum)
 
     @property
     def path(self) -> Path | None:

@@ -1,0 +1,24 @@
+"""Hydra glue: override checks, composition, sweeps, the ledger and SLURM specifics.
+
+Nothing below this package imports Hydra. Importing it registers the
+``agilerl_job_dir`` resolver used by ``hydra.sweep.subdir``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from omegaconf import OmegaConf
+
+
+def job_dir_name(override_dirname: str) -> str:
+    """A short, file-system-safe, stable directory name for a job's overrides."""
+    if not override_dirname:
+        return "default"
+    digest = hashlib.sha1(override_dirname.encode()).hexdigest()[:8]
+    readable = re.sub(r"[^A-Za-z0-9_.=,-]+", "_", override_dirname)[:60].strip("_")
+    return f"{readable}-{digest}"
+
+
+OmegaConf.register_new_resolver("agilerl_job_dir", job_dir_name, replace=True)

@@ -1,0 +1,117 @@
+"""The sweep ledger: one line per job event at the multirun root, newest state wins.
+
+``<sweep dir>/ledger.jsonl`` is appended to by the launcher (``pending`` when a
+job is queued, ``failed`` when the scheduler lost it) and by each job
+(``running`` at start; ``completed``, ``target_reached``, ``time_limit``,
+``interrupted`` or ``failed`` at the end). Appends are whole lines under an
+exclusive lock, so concurrent jobs on one file system never interleave.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+LEDGER_FILE = "ledger.jsonl"
+FINAL_STATES = ("completed", "target_reached", "time_limit")
+UNFINISHED_STATES = ("pending", "running", "interrupted", "failed")
+_SLURM_FAILED = ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
+                 "BOOT_FAIL", "DEADLINE")  # fmt: skip
+
+
+def job_key(overrides: list[str] | tuple[str, ...]) -> str:
+    """A stable name for a job: its sweep overrides, sorted (Hydra's own keys left out)."""
+    kept = sorted(o for o in overrides if not o.lstrip("+~").startswith("hydra"))
+    return ",".join(kept) or "(defaults)"
+
+
+@dataclass
+class JobRecord:
+    """The latest known state of one sweep job."""
+
+    key: str
+    overrides: list[str]
+    state: str
+    num: int | None = None
+    job_id: str | None = None
+    run_dir: str | None = None
+    best_fitness: float | None = None
+    wall_seconds: float | None = None
+    error: str | None = None
+    updated: float = field(default_factory=time.time)
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINAL_STATES
+
+
+class Ledger:
+    """Reads and appends ``ledger.jsonl`` of one sweep directory."""
+
+    def __init__(self, sweep_dir: str | Path) -> None:
+        self.dir = Path(sweep_dir)
+        self.path = self.dir / LEDGER_FILE
+
+    def append(self, **record: Any) -> None:
+        """Append one event (``key``, ``overrides`` and ``state`` at least)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"updated": time.time(), **record}, default=str) + "\n"
+        with self.path.open("a", encoding="utf-8") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def jobs(self, reconcile: bool = True) -> list[JobRecord]:
+        """Every job's newest state, in the order the jobs first appeared.
+
+        Args:
+            reconcile: Ask SLURM (``sacct``) about jobs still marked pending or
+                running; a job the scheduler reports as failed, cancelled or
+                timed out without writing its own end record is marked failed.
+        """
+        records: dict[str, JobRecord] = {}
+        if self.path.exists():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                known = records.get(event["key"])
+                merged = {**(known.__dict__ if known else {}), **event}
+                records[event["key"]] = JobRecord(**{k: merged.get(k) for k in
+                                                     JobRecord.__dataclass_fields__ if k in merged})  # fmt: skip
+        jobs = list(records.values())
+        if reconcile:
+            _reconcile_with_slurm(jobs)
+        return jobs
+
+
+def _reconcile_with_slurm(jobs: list[JobRecord]) -> None:
+    open_jobs = [j for j in jobs if j.state in ("pending", "running") and j.job_id]
+    if not open_jobs or shutil.which("sacct") is None:
+        return
+    ids = ",".join(sorted({str(j.job_id) for j in open_jobs}))
+    try:
+        out = subprocess.run(["sacct", "-n", "-P", "-X", "-j", ids, "-o", "JobID,State"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout  # fmt: skip
+    except (subprocess.SubprocessError, OSError):
+        return
+    states = {}
+    for line in out.splitlines():
+        job_id, _, state = line.partition("|")
+        states[job_id.strip()] = state.split()[0] if state else ""
+    for job in open_jobs:
+        state = states.get(str(job.job_id), "")
+        if state in _SLURM_FAILED:
+            job.state = "failed"
+            job.error = f"SLURM state {state}"
+        elif state == "RUNNING" and job.state == "pending":
+            job.state = "running"

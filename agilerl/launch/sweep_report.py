@@ -1,0 +1,178 @@
+"""``agilerl sweep status|summary|rerun``: follow, rank and finish a sweep from its ledger."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from agilerl.arena.models.errors import ConfigError
+from agilerl.launch.ledger import FINAL_STATES, JobRecord, Ledger
+
+_STATE_STYLE = {"completed": "green", "target_reached": "green", "time_limit": "yellow",
+                "running": "cyan", "pending": "dim", "interrupted": "yellow", "failed": "red"}  # fmt: skip
+
+
+def _ledger(sweep_dir: str | Path) -> Ledger:
+    ledger = Ledger(sweep_dir)
+    if not ledger.path.exists():
+        raise ConfigError(f"{sweep_dir}: no {ledger.path.name} here; pass a multirun sweep dir")
+    return ledger
+
+
+def _fmt(value: float | None, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def status_table(jobs: list[JobRecord], title: str) -> Table:
+    """The sweep's jobs and their states."""
+    table = Table(title=title)
+    for column in ("job", "state", "slurm id", "best fitness", "wall s", "overrides"):
+        table.add_column(column, overflow="fold")
+    for index, job in enumerate(jobs):
+        style = _STATE_STYLE.get(job.state, "")
+        table.add_row(str(job.num if job.num is not None else index), f"[{style}]{job.state}",
+                      job.job_id or "-", _fmt(job.best_fitness), _fmt(job.wall_seconds, ".1f"),
+                      " ".join(job.overrides))  # fmt: skip
+    counts: dict[str, int] = {}
+    for job in jobs:
+        counts[job.state] = counts.get(job.state, 0) + 1
+    table.caption = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+    return table
+
+
+def show_status(sweep_dir: str | Path, watch: float | None = None) -> int:
+    """Print the status table (refreshing every ``watch`` seconds until every job ends)."""
+    ledger = _ledger(sweep_dir)
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    if not watch:
+        console.print(status_table(ledger.jobs(), str(sweep_dir)))
+        return 0
+    with Live(console=console, refresh_per_second=2) as live:
+        while True:
+            jobs = ledger.jobs()
+            live.update(status_table(jobs, str(sweep_dir)))
+            if jobs and all(j.state in (*FINAL_STATES, "failed") for j in jobs):
+                return 0
+            time.sleep(watch)
+
+
+def _numeric(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def varying_parameters(jobs: list[JobRecord]) -> dict[str, list[str]]:
+    """Override keys whose values differ between jobs -> each job's value."""
+    table: dict[str, list[str]] = {}
+    for job in jobs:
+        for override in job.overrides:
+            key, _, value = override.lstrip("+").partition("=")
+            table.setdefault(key, [""] * len(jobs))
+    for i, job in enumerate(jobs):
+        for override in job.overrides:
+            key, _, value = override.lstrip("+").partition("=")
+            table[key][i] = value
+    return {k: v for k, v in table.items() if len(set(v)) > 1}
+
+
+def show_summary(sweep_dir: str | Path, plot: bool = True) -> int:
+    """Rank finished jobs by best fitness, print the best overrides, plot fitness by parameter."""
+    jobs = _ledger(sweep_dir).jobs()
+    scored = sorted((j for j in jobs if j.best_fitness is not None),
+                    key=lambda j: j.best_fitness, reverse=True)  # fmt: skip
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    table = Table(title=f"{sweep_dir}: jobs ranked by best fitness")
+    for column in ("rank", "best fitness", "state", "wall s", "overrides"):
+        table.add_column(column, overflow="fold")
+    for rank, job in enumerate(scored, 1):
+        table.add_row(str(rank), _fmt(job.best_fitness), job.state, _fmt(job.wall_seconds, ".1f"),
+                      " ".join(job.overrides))  # fmt: skip
+    console.print(table)
+    unfinished = [j for j in jobs if not j.finished]
+    if unfinished:
+        console.print(f"{len(unfinished)} job(s) not finished: agilerl sweep rerun {sweep_dir}")
+    if not scored:
+        console.print("no job has reported a fitness yet")
+        return 0
+    console.print(f"best: {scored[0].best_fitness:.2f} with {' '.join(scored[0].overrides)}")
+    if plot:
+        path = plot_by_parameter(scored, Path(sweep_dir) / "sweep_summary.png")
+        if path:
+            console.print(f"plot: {path}")
+    return 0
+
+
+def plot_by_parameter(jobs: list[JobRecord], path: Path) -> Path | None:
+    """One panel per varying parameter: best fitness against its value."""
+    params = varying_parameters(jobs)
+    if not params:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(params), figsize=(4 * len(params), 3.5), squeeze=False)
+    fitness = [j.best_fitness for j in jobs]
+    for ax, (name, values) in zip(axes[0], params.items(), strict=True):
+        numbers = [_numeric(v) for v in values]
+        if all(n is not None for n in numbers):
+            ax.scatter(numbers, fitness)
+            if min(numbers) > 0 and max(numbers) / min(numbers) > 50:
+                ax.set_xscale("log")
+        else:
+            labels = sorted(set(values))
+            ax.scatter([labels.index(v) for v in values], fitness)
+            ax.set_xticks(range(len(labels)), labels, rotation=30)
+        ax.set_xlabel(name)
+        ax.set_ylabel("best fitness")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def rerun_command(sweep_dir: str | Path) -> list[str]:
+    """The command that runs the sweep again; finished jobs are skipped, the rest resume."""
+    from omegaconf import OmegaConf
+
+    root = Path(sweep_dir)
+    config_file = root / "multirun.yaml"
+    if not config_file.exists():
+        raise ConfigError(f"{sweep_dir}: no multirun.yaml; pass a multirun sweep dir")
+    config: Any = OmegaConf.load(config_file)
+    hydra_cfg = config.hydra
+    sources = [s for s in hydra_cfg.runtime.config_sources if s.schema == "file"
+               and s.provider == "main"]  # fmt: skip
+    conf_dir = Path(sources[0].path) if sources else Path(hydra_cfg.runtime.cwd) / "conf"
+    script = conf_dir.parent / "train.py"
+    hydra_overrides = [o for o in hydra_cfg.overrides.hydra
+                       if not o.startswith(("hydra.sweep.dir=", "hydra.mode="))]  # fmt: skip
+    return [sys.executable, str(script), "-m", f"hydra.sweep.dir={root.resolve()}",
+            *hydra_overrides, *hydra_cfg.overrides.task]  # fmt: skip
+
+
+def rerun(sweep_dir: str | Path, execute: bool = True) -> int:
+    """Run the unfinished jobs of a sweep again (they resume from their checkpoints)."""
+    import subprocess
+
+    jobs = _ledger(sweep_dir).jobs()
+    unfinished = [j for j in jobs if not j.finished]
+    command = rerun_command(sweep_dir)
+    print(f"{len(unfinished)} of {len(jobs)} job(s) to run again:")
+    for job in unfinished:
+        print(f"  [{job.state}] {' '.join(job.overrides)}")
+    print(shlex.join(command))
+    if not execute or not unfinished:
+        return 0
+    return subprocess.run(command, cwd=Path(command[1]).parent, check=False).returncode

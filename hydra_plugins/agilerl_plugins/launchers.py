@@ -1,0 +1,137 @@
+"""Launchers that validate every job's manifest before any job starts or is queued.
+
+``hydra/launcher=sequential`` runs jobs one after another in this process,
+``hydra/launcher=local`` through submitit's local executor (subprocesses), and
+``hydra/launcher=slurm_cpu`` / ``slurm_gpu`` on a SLURM cluster. All of them:
+
+- refuse the whole sweep if one job's manifest is invalid (exit 2, naming the
+  job's overrides), before anything is queued;
+- with ``dry_run=true``, print jobs x pop_size x max_steps and queue nothing;
+- keep the ledger (``ledger.jsonl`` at the sweep root);
+- skip jobs the ledger already shows finished, so running the same sweep
+  command again only reruns the jobs that failed or never finished.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+from hydra.core.utils import JobReturn, JobStatus
+from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
+    BaseSubmititLauncher,
+)
+from omegaconf import OmegaConf
+
+from agilerl.arena.models.errors import EXIT_USER_ERROR, ConfigError
+from agilerl.launch.ledger import Ledger, job_key
+from agilerl.launch.sweep import plan_sweep, render_plan
+
+
+def _prepare(launcher: Any, job_overrides: Sequence[Sequence[str]]) -> tuple[list, list, Ledger]:
+    """Validate, handle dry runs and finished jobs; returns (to_run, done_returns, ledger)."""
+    try:
+        jobs = plan_sweep(launcher.hydra_context, launcher.config, job_overrides)
+    except ConfigError as error:
+        print(error.render(), file=sys.stderr)
+        sys.exit(EXIT_USER_ERROR)
+    sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
+    ledger = Ledger(sweep_dir)
+    if jobs and all(job.options.dry_run for job in jobs):
+        print(render_plan(jobs))
+        return [], [_done(job.overrides, None) for job in jobs], ledger
+    finished = {r.key: r for r in ledger.jobs(reconcile=False) if r.finished}
+    to_run, done = [], []
+    for num, job in enumerate(jobs):
+        key = job_key(job.overrides)
+        if key in finished:
+            done.append(_done(job.overrides, finished[key].best_fitness))
+        else:
+            to_run.append((num, job.overrides))
+    return to_run, done, ledger
+
+
+def _done(overrides: list[str], value: Any) -> JobReturn:
+    ret = JobReturn(overrides=overrides, status=JobStatus.COMPLETED)
+    ret._return_value = value
+    return ret
+
+
+class ValidatingBasicLauncher(BasicLauncher):
+    """Hydra's in-process launcher, with sweep validation and the ledger."""
+
+    def launch(
+        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> Sequence[JobReturn]:
+        to_run, done, ledger = _prepare(self, job_overrides)
+        for _num, overrides in to_run:
+            ledger.append(key=job_key(overrides), overrides=overrides, state="pending")
+        ran = super().launch([o for _, o in to_run], initial_job_idx) if to_run else []
+        return [*done, *ran]
+
+
+class _ValidatingSubmitit(BaseSubmititLauncher):
+    """Submitit launchers that wait for every job and report failures without aborting."""
+
+    def launch(
+        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> Sequence[JobReturn]:
+        import submitit
+
+        to_run, done, ledger = _prepare(self, job_overrides)
+        if not to_run:
+            return done
+        params = dict(self.params)
+        init = {"folder": params.pop("submitit_folder")}
+        if "max_num_timeout" in params:
+            init[f"{self._EXECUTOR}_max_num_timeout"] = params.pop("max_num_timeout")
+        executor = submitit.AutoExecutor(cluster=self._EXECUTOR, **init)
+        shared = set(OmegaConf.structured(_base_queue_conf()).keys())
+        executor.update_parameters(
+            **{k if k in shared else f"{self._EXECUTOR}_{k}": v for k, v in params.items()}
+        )
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        from hydra.core.singleton import Singleton
+
+        args = [
+            (list(overrides), "hydra.sweep.dir", initial_job_idx + n, f"job_id_for_{n}",
+             Singleton.get_state())
+            for n, (_num, overrides) in enumerate(to_run)
+        ]  # fmt: skip
+        jobs = executor.map_array(self, *zip(*args, strict=True))
+        for job, (_num, overrides) in zip(jobs, to_run, strict=True):
+            ledger.append(key=job_key(overrides), overrides=overrides, state="pending",
+                          job_id=str(job.job_id))  # fmt: skip
+        returns = list(done)
+        for job, (_num, overrides) in zip(jobs, to_run, strict=True):
+            try:
+                returns.append(job.results()[0])
+            except Exception as exc:  # the job died, was cancelled, or raised
+                ledger.append(key=job_key(overrides), overrides=overrides, state="failed",
+                              job_id=str(job.job_id), error=str(exc).splitlines()[0][:300])  # fmt: skip
+                failed = JobReturn(overrides=list(overrides), status=JobStatus.FAILED)
+                failed._return_value = exc
+                returns.append(failed)
+        return returns
+
+
+def _base_queue_conf() -> Any:
+    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+
+    return BaseQueueConf
+
+
+class ValidatingLocalLauncher(_ValidatingSubmitit):
+    """submitit's local executor: each job in its own subprocess."""
+
+    _EXECUTOR = "local"
+
+
+class ValidatingSlurmLauncher(_ValidatingSubmitit):
+    """A SLURM cluster through submitit; requeued jobs resume from their checkpoints."""
+
+    _EXECUTOR = "slurm"
