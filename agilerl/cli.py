@@ -131,8 +131,13 @@ def build_parser() -> argparse.ArgumentParser:
     sweep_sub = sweep.add_subparsers(dest="sweep_command", required=True)
     status = sweep_sub.add_parser("status", help="every job's state (from the ledger and sacct)")
     status.add_argument("dir", help="the sweep directory (hydra.sweep.dir)")
-    status.add_argument("--watch", type=float, default=None, metavar="SECONDS",
-                        help="refresh until every job has ended")
+    status.add_argument(
+        "--watch",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="refresh until every job has ended",
+    )
     summary = sweep_sub.add_parser("summary", help="jobs ranked by fitness, best overrides, plot")
     summary.add_argument("dir", help="the sweep directory")
     summary.add_argument("--no-plot", action="store_true", help="skip sweep_summary.png")

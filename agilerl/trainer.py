@@ -10,7 +10,9 @@ or from a manifest file: ``LocalTrainer.from_manifest("run.yaml").train()``.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import random
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -338,6 +340,11 @@ class LocalTrainer:
                 "status": summary.get("status", "failed"),
                 "checkpoint": str(latest) if latest else None,
                 "run_dir": str(run_dir.path),
+                "host": {
+                    "hostname": socket.gethostname(),
+                    "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+                    "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                },
             }
         )
         run_dir.plot_learning_curve(

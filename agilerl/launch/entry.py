@@ -68,11 +68,18 @@ def run_task(cfg: Any) -> float | None:
         job.record("running")
         try:
             result = train_manifest(manifest, options)
+        except SystemExit:  # a stop signal: checkpointed, the scheduler requeues or cancels
+            job.record("interrupted")
+            raise
         except BaseException as exc:
             job.record("failed", error=str(exc).splitlines()[0][:300] if str(exc) else repr(exc))
             raise
-        job.record(result.status, run_dir=str(result.run_dir), best_fitness=result.best_fitness,
-                   wall_seconds=result.wall_seconds)  # fmt: skip
+        job.record(
+            result.status,
+            run_dir=str(result.run_dir),
+            best_fitness=result.best_fitness,
+            wall_seconds=result.wall_seconds,
+        )
         return result.best_fitness
     except ConfigError as error:
         if job is not None:

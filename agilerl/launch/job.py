@@ -42,5 +42,11 @@ class SweepJob:
 
     def record(self, state: str, **fields: Any) -> None:
         """Append this job's state to the ledger."""
-        self.ledger.append(key=self.key, overrides=self.overrides, state=state, num=self.num,
-                           job_id=scheduler_job_id(), **fields)  # fmt: skip
+        self.ledger.append(
+            key=self.key,
+            overrides=self.overrides,
+            state=state,
+            num=self.num,
+            job_id=scheduler_job_id(),
+            **fields,
+        )

@@ -22,8 +22,16 @@ from typing import Any
 LEDGER_FILE = "ledger.jsonl"
 FINAL_STATES = ("completed", "target_reached", "time_limit")
 UNFINISHED_STATES = ("pending", "running", "interrupted", "failed")
-_SLURM_FAILED = ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
-                 "BOOT_FAIL", "DEADLINE")  # fmt: skip
+_SLURM_FAILED = (
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "OUT_OF_MEMORY",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+)
 
 
 def job_key(overrides: list[str] | tuple[str, ...]) -> str:
@@ -86,8 +94,9 @@ class Ledger:
                 event = json.loads(line)
                 known = records.get(event["key"])
                 merged = {**(known.__dict__ if known else {}), **event}
-                records[event["key"]] = JobRecord(**{k: merged.get(k) for k in
-                                                     JobRecord.__dataclass_fields__ if k in merged})  # fmt: skip
+                records[event["key"]] = JobRecord(
+                    **{k: merged.get(k) for k in JobRecord.__dataclass_fields__ if k in merged}
+                )
         jobs = list(records.values())
         if reconcile:
             _reconcile_with_slurm(jobs)
@@ -100,8 +109,13 @@ def _reconcile_with_slurm(jobs: list[JobRecord]) -> None:
         return
     ids = ",".join(sorted({str(j.job_id) for j in open_jobs}))
     try:
-        out = subprocess.run(["sacct", "-n", "-P", "-X", "-j", ids, "-o", "JobID,State"],
-                             capture_output=True, text=True, timeout=10, check=True).stdout  # fmt: skip
+        out = subprocess.run(
+            ["sacct", "-n", "-P", "-X", "-j", ids, "-o", "JobID,State"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
     except (subprocess.SubprocessError, OSError):
         return
     states = {}

@@ -39,8 +39,9 @@ def read_result(run_dir: Path) -> RunResult | None:
     if not path.exists():
         return None
     summary = json.loads(path.read_text())
-    return RunResult(summary["status"], run_dir, summary.get("best_fitness"),
-                     summary.get("wall_seconds"))  # fmt: skip
+    return RunResult(
+        summary["status"], run_dir, summary.get("best_fitness"), summary.get("wall_seconds")
+    )
 
 
 def previous_run(run_dir: Path, manifest: TrainingManifest) -> RunResult | bool:

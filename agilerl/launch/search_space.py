@@ -63,7 +63,9 @@ def flatten_space(space: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def parse_search_space(space: dict[str, Any]) -> dict[str, FloatParam | IntParam | CategoricalParam]:
+def parse_search_space(
+    space: dict[str, Any],
+) -> dict[str, FloatParam | IntParam | CategoricalParam]:
     """Validate a (nested) search space.
 
     Raises:

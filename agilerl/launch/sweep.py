@@ -46,8 +46,9 @@ def plan_sweep(
         except ConfigError as error:
             label = " ".join(overrides) or "(no overrides)"
             for problem in error.problems:
-                problems.append(Problem(f"job [{label}]: {problem.path}".rstrip(": "),
-                                        problem.message))  # fmt: skip
+                problems.append(
+                    Problem(f"job [{label}]: {problem.path}".rstrip(": "), problem.message)
+                )
             continue
         planned.append(PlannedJob(overrides, manifest, options))
     if problems:
@@ -62,8 +63,10 @@ def render_plan(jobs: list[PlannedJob]) -> str:
     lines = [f"{'#':>3}  {'pop':>4}  {'max_steps':>10}  {'env steps':>11}  overrides"]
     for num, job in enumerate(jobs):
         training = job.manifest.training
-        lines.append(f"{num:3d}  {training.pop_size:4d}  {training.max_steps:10,d}  "
-                     f"{job.env_steps:11,d}  {' '.join(job.overrides)}")  # fmt: skip
+        lines.append(
+            f"{num:3d}  {training.pop_size:4d}  {training.max_steps:10,d}  "
+            f"{job.env_steps:11,d}  {' '.join(job.overrides)}"
+        )
     total = sum(job.env_steps for job in jobs)
     lines.append(f"{len(jobs)} jobs, {total:,d} env steps at most (jobs x pop_size x max_steps)")
     return "\n".join(lines)

@@ -15,8 +15,15 @@ from rich.table import Table
 from agilerl.arena.models.errors import ConfigError
 from agilerl.launch.ledger import FINAL_STATES, JobRecord, Ledger
 
-_STATE_STYLE = {"completed": "green", "target_reached": "green", "time_limit": "yellow",
-                "running": "cyan", "pending": "dim", "interrupted": "yellow", "failed": "red"}  # fmt: skip
+_STATE_STYLE = {
+    "completed": "green",
+    "target_reached": "green",
+    "time_limit": "yellow",
+    "running": "cyan",
+    "pending": "dim",
+    "interrupted": "yellow",
+    "failed": "red",
+}
 
 
 def _ledger(sweep_dir: str | Path) -> Ledger:
@@ -37,9 +44,14 @@ def status_table(jobs: list[JobRecord], title: str) -> Table:
         table.add_column(column, overflow="fold")
     for index, job in enumerate(jobs):
         style = _STATE_STYLE.get(job.state, "")
-        table.add_row(str(job.num if job.num is not None else index), f"[{style}]{job.state}",
-                      job.job_id or "-", _fmt(job.best_fitness), _fmt(job.wall_seconds, ".1f"),
-                      " ".join(job.overrides))  # fmt: skip
+        table.add_row(
+            str(job.num if job.num is not None else index),
+            f"[{style}]{job.state}",
+            job.job_id or "-",
+            _fmt(job.best_fitness),
+            _fmt(job.wall_seconds, ".1f"),
+            " ".join(job.overrides),
+        )
     counts: dict[str, int] = {}
     for job in jobs:
         counts[job.state] = counts.get(job.state, 0) + 1
@@ -87,15 +99,21 @@ def varying_parameters(jobs: list[JobRecord]) -> dict[str, list[str]]:
 def show_summary(sweep_dir: str | Path, plot: bool = True) -> int:
     """Rank finished jobs by best fitness, print the best overrides, plot fitness by parameter."""
     jobs = _ledger(sweep_dir).jobs()
-    scored = sorted((j for j in jobs if j.best_fitness is not None),
-                    key=lambda j: j.best_fitness, reverse=True)  # fmt: skip
+    scored = sorted(
+        (j for j in jobs if j.best_fitness is not None), key=lambda j: j.best_fitness, reverse=True
+    )
     console = Console(width=None if sys.stdout.isatty() else 200)
     table = Table(title=f"{sweep_dir}: jobs ranked by best fitness")
     for column in ("rank", "best fitness", "state", "wall s", "overrides"):
         table.add_column(column, overflow="fold")
     for rank, job in enumerate(scored, 1):
-        table.add_row(str(rank), _fmt(job.best_fitness), job.state, _fmt(job.wall_seconds, ".1f"),
-                      " ".join(job.overrides))  # fmt: skip
+        table.add_row(
+            str(rank),
+            _fmt(job.best_fitness),
+            job.state,
+            _fmt(job.wall_seconds, ".1f"),
+            " ".join(job.overrides),
+        )
     console.print(table)
     unfinished = [j for j in jobs if not j.finished]
     if unfinished:
@@ -152,14 +170,24 @@ def rerun_command(sweep_dir: str | Path) -> list[str]:
         raise ConfigError(f"{sweep_dir}: no multirun.yaml; pass a multirun sweep dir")
     config: Any = OmegaConf.load(config_file)
     hydra_cfg = config.hydra
-    sources = [s for s in hydra_cfg.runtime.config_sources if s.schema == "file"
-               and s.provider == "main"]  # fmt: skip
+    sources = [
+        s for s in hydra_cfg.runtime.config_sources if s.schema == "file" and s.provider == "main"
+    ]
     conf_dir = Path(sources[0].path) if sources else Path(hydra_cfg.runtime.cwd) / "conf"
     script = conf_dir.parent / "train.py"
-    hydra_overrides = [o for o in hydra_cfg.overrides.hydra
-                       if not o.startswith(("hydra.sweep.dir=", "hydra.mode="))]  # fmt: skip
-    return [sys.executable, str(script), "-m", f"hydra.sweep.dir={root.resolve()}",
-            *hydra_overrides, *hydra_cfg.overrides.task]  # fmt: skip
+    hydra_overrides = [
+        o
+        for o in hydra_cfg.overrides.hydra
+        if not o.startswith(("hydra.sweep.dir=", "hydra.mode="))
+    ]
+    return [
+        sys.executable,
+        str(script),
+        "-m",
+        f"hydra.sweep.dir={root.resolve()}",
+        *hydra_overrides,
+        *hydra_cfg.overrides.task,
+    ]
 
 
 def rerun(sweep_dir: str | Path, execute: bool = True) -> int:

@@ -98,21 +98,32 @@ class _ValidatingSubmitit(BaseSubmititLauncher):
         from hydra.core.singleton import Singleton
 
         args = [
-            (list(overrides), "hydra.sweep.dir", initial_job_idx + n, f"job_id_for_{n}",
-             Singleton.get_state())
+            (
+                list(overrides),
+                "hydra.sweep.dir",
+                initial_job_idx + n,
+                f"job_id_for_{n}",
+                Singleton.get_state(),
+            )
             for n, (_num, overrides) in enumerate(to_run)
-        ]  # fmt: skip
+        ]
         jobs = executor.map_array(self, *zip(*args, strict=True))
         for job, (_num, overrides) in zip(jobs, to_run, strict=True):
-            ledger.append(key=job_key(overrides), overrides=overrides, state="pending",
-                          job_id=str(job.job_id))  # fmt: skip
+            ledger.append(
+                key=job_key(overrides), overrides=overrides, state="pending", job_id=str(job.job_id)
+            )
         returns = list(done)
         for job, (_num, overrides) in zip(jobs, to_run, strict=True):
             try:
                 returns.append(job.results()[0])
             except Exception as exc:  # the job died, was cancelled, or raised
-                ledger.append(key=job_key(overrides), overrides=overrides, state="failed",
-                              job_id=str(job.job_id), error=str(exc).splitlines()[0][:300])  # fmt: skip
+                ledger.append(
+                    key=job_key(overrides),
+                    overrides=overrides,
+                    state="failed",
+                    job_id=str(job.job_id),
+                    error=str(exc).splitlines()[0][:300],
+                )
                 failed = JobReturn(overrides=list(overrides), status=JobStatus.FAILED)
                 failed._return_value = exc
                 returns.append(failed)

@@ -33,8 +33,9 @@ def _distribution(param: FloatParam | IntParam | CategoricalParam) -> Any:
     if isinstance(param, FloatParam):
         return optuna.distributions.FloatDistribution(param.low, param.high, log=param.log)
     if isinstance(param, IntParam):
-        return optuna.distributions.IntDistribution(param.low, param.high, log=param.log,
-                                                    step=param.step)  # fmt: skip
+        return optuna.distributions.IntDistribution(
+            param.low, param.high, log=param.log, step=param.step
+        )
     return optuna.distributions.CategoricalDistribution(param.choices)
 
 
@@ -74,8 +75,10 @@ class OptunaSweeper(Sweeper):
         assert self.config is not None
         for argument in arguments:
             if "," in argument.split("=", 1)[-1] and not argument.startswith("hydra"):
-                raise ValueError(f"{argument}: the optuna sweeper takes fixed overrides only; "
-                                 "put ranges in hydra.sweeper.search_space")  # fmt: skip
+                raise ValueError(
+                    f"{argument}: the optuna sweeper takes fixed overrides only; "
+                    "put ranges in hydra.sweeper.search_space"
+                )
         study = optuna.create_study(
             direction=self.direction,
             sampler=optuna.samplers.TPESampler(seed=self.seed),
@@ -86,12 +89,19 @@ class OptunaSweeper(Sweeper):
         distributions = {name: _distribution(p) for name, p in self.space.items()}
         done = 0
         while done < self.n_trials:
-            trials = [study.ask(distributions) for _ in range(min(self.n_jobs, self.n_trials - done))]
+            trials = [
+                study.ask(distributions) for _ in range(min(self.n_jobs, self.n_trials - done))
+            ]
             batch = [
-                [*arguments, *(f"++{name}={value!r}" if isinstance(value, str) else
-                               f"++{name}={value}" for name, value in trial.params.items())]
+                [
+                    *arguments,
+                    *(
+                        f"++{name}={value!r}" if isinstance(value, str) else f"++{name}={value}"
+                        for name, value in trial.params.items()
+                    ),
+                ]
                 for trial in trials
-            ]  # fmt: skip
+            ]
             returns = self.launcher.launch(batch, initial_job_idx=done)
             for trial, ret in zip(trials, returns, strict=True):
                 value = ret._return_value if ret.status == JobStatus.COMPLETED else None
@@ -101,8 +111,11 @@ class OptunaSweeper(Sweeper):
                     study.tell(trial, state=optuna.trial.TrialState.FAIL)
             done += len(trials)
         completed = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-        results: dict[str, Any] = {"name": "optuna", "n_trials": len(study.trials),
-                                   "n_completed": len(completed)}  # fmt: skip
+        results: dict[str, Any] = {
+            "name": "optuna",
+            "n_trials": len(study.trials),
+            "n_completed": len(completed),
+        }
         if completed:
             results |= {"best_params": study.best_params, "best_value": study.best_value}
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
