@@ -49,7 +49,6 @@ def run_task(cfg: Any) -> float | None:
     from hydra.core.hydra_config import HydraConfig
 
     from agilerl.launch.compose import build_manifest
-
     from agilerl.launch.job import SweepJob
 
     overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
