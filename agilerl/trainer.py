@@ -13,6 +13,7 @@ import datetime as dt
 import os
 import random
 import socket
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from agilerl.arena.models.algorithms import AlgorithmSpec, MultiAgentAlgorithmSp
 from agilerl.arena.models.env import EnvSpecBase
 from agilerl.arena.models.errors import ConfigError
 from agilerl.arena.models.manifest import TrainingManifest
-from agilerl.arena.models.training import TrainingSpec
+from agilerl.arena.models.training import ReplayBufferSpec, TrainingSpec
 from agilerl.builders import AlgorithmBuildRuntime, select_builder
 from agilerl.launch.options import LoggerOptions
 from agilerl.logging.loggers import FanOut, MetricSink, TensorBoardSink, WandbSink
@@ -218,6 +219,47 @@ class LocalTrainer:
             )
         return population
 
+    def _memories(self, env: Any) -> tuple[Any, Any]:
+        """Replay memory for off-policy, offline and bandit specs (else ``None``).
+
+        The population shares one memory unless ``training.experience_sharing``
+        is false, which gives every agent its own.
+        """
+        spec = self.spec
+        if not (spec.off_policy or spec.offline or spec.bandit):
+            return None, None
+        from agilerl.components.memory import InsufficientMemoryError
+        from agilerl.models.training import init_buffer, init_n_step_buffer
+
+        buffer_spec = self.manifest.replay_buffer
+        if buffer_spec is None:
+            warnings.warn(
+                f"{spec.name} has no replay_buffer section: using max_size "
+                f"{ReplayBufferSpec().max_size} (choose one with replay_buffer=standard)",
+                UserWarning,
+                stacklevel=3,
+            )
+            buffer_spec = ReplayBufferSpec()
+        copies = (
+            1
+            if self.manifest.training.experience_sharing is not False
+            else (self.manifest.training.pop_size)
+        )
+        spaces = {
+            "observation_space": env.single_observation_space,
+            "action_space": env.single_action_space,
+        }
+        try:
+            mains = [init_buffer(buffer_spec, spec, self.device, **spaces) for _ in range(copies)]
+            n_steps = [
+                init_n_step_buffer(buffer_spec, spec, self.device, **spaces) for _ in range(copies)
+            ]
+        except InsufficientMemoryError as exc:
+            raise ConfigError(f"replay_buffer.max_size: {exc}") from None
+        if copies == 1:
+            return mains[0], n_steps[0]
+        return mains, (n_steps if n_steps[0] is not None else None)
+
     def _sinks(self, run_dir: RunDirectory, wandb_id: str | None) -> list[MetricSink]:
         sinks: list[MetricSink] = []
         if self.logger.tensorboard:
@@ -290,9 +332,17 @@ class LocalTrainer:
         )
         context.install_signal_handlers()
         loop = self.strategy.get_training_loop(self.spec)
+        memory, n_step_memory = self._memories(env)
         kwargs = self.strategy.get_trainer_kwargs(
-            self.spec, training=training, env_spec=self.manifest.environment
+            self.spec,
+            training=training,
+            env_spec=self.manifest.environment,
+            memory=memory,
+            n_step_memory=n_step_memory,
         )
+        if memory is not None:
+            buffer_spec = self.manifest.replay_buffer or ReplayBufferSpec()
+            kwargs["save_memory"] = buffer_spec.store_in_checkpoint
         summary: dict[str, Any] = {"status": "failed"}
         try:
             population, fitnesses = loop(

@@ -70,7 +70,11 @@ class CheckpointManager:
         self.keep_last_only = keep_last_only
 
     def save(
-        self, step: int, agent_states: list[dict[str, Any]], loop_state: dict[str, Any]
+        self,
+        step: int,
+        agent_states: list[dict[str, Any]],
+        loop_state: dict[str, Any],
+        extra_files: dict[str, dict[str, Any]] | None = None,
     ) -> Path:
         """Write one complete checkpoint and point ``latest`` at it.
 
@@ -78,6 +82,7 @@ class CheckpointManager:
             step: Env steps so far (names the directory).
             agent_states: One ``state_dict()`` per agent.
             loop_state: Counters, histories and RNG states of the loop.
+            extra_files: More states to store beside them (e.g. ``memory.pt``).
 
         Returns:
             The checkpoint directory.
@@ -91,6 +96,8 @@ class CheckpointManager:
         for index, state in enumerate(agent_states):
             atomic_torch_save(state, tmp / f"agent_{index}.pt")
         atomic_torch_save({**loop_state, "rng": rng_state()}, tmp / "state.pt")
+        for file_name, state in (extra_files or {}).items():
+            atomic_torch_save(state, tmp / file_name)
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -128,6 +135,8 @@ class CheckpointManager:
         agents = sorted(path.glob("agent_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
         if not agents:
             raise ConfigError(f"checkpoint {path} holds no agent_*.pt files")
+        if (path / "memory.pt").exists():
+            loop_state["memory"] = load_file(path / "memory.pt")["memories"]
         return [load_file(p) for p in agents], loop_state, path
 
 

@@ -165,8 +165,14 @@ class PopulationLoop:
         """Checkpoint every agent and the loop state (if the run has a checkpoint manager)."""
         if self.run.checkpoints is None:
             return
+        extra = {}
+        if self.run.memory_provider is not None:
+            extra["memory.pt"] = {"memories": self.run.memory_provider()}
         self.run.checkpoints.save(
-            self.total_steps, [agent.state_dict() for agent in self.population], self.loop_state()
+            self.total_steps,
+            [agent.state_dict() for agent in self.population],
+            self.loop_state(),
+            extra_files=extra,
         )
         self.last_checkpoint_step = self.total_steps
 

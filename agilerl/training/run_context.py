@@ -15,7 +15,6 @@ from agilerl.logging.progress import TrainingProgress
 from agilerl.logging.run_dir import RunDirectory
 from agilerl.training.checkpointing import CheckpointManager
 
-
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
 
 
@@ -36,6 +35,9 @@ class RunContext:
         resume_state: Loop state from the checkpoint being resumed.
         elapsed_before: Wall seconds spent before this process (resume).
         stop_requested: Set by a signal handler; the loop checkpoints and stops.
+        extra_state: Plain data the loop adds to its checkpointed state.
+        memory_provider: Returns the replay memory's state for checkpoints
+            (when the manifest asks to store it), else ``None``.
     """
 
     run_dir: RunDirectory | None = None
@@ -48,6 +50,7 @@ class RunContext:
     elapsed_before: float = 0.0
     stop_requested: str | None = None
     extra_state: dict[str, Any] = field(default_factory=dict)
+    memory_provider: Any = None
     started: float = field(default_factory=time.perf_counter)
 
     @classmethod

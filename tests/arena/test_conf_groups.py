@@ -47,7 +47,8 @@ def test_every_registered_spec_has_a_conf_file_and_back() -> None:
 def test_conf_files_are_plain_data() -> None:
     for path in CONF.rglob("*.yaml"):
         text = path.read_text()
-        assert "_target_" not in text or "launcher" in str(path), path
+        # only Hydra's own plugin configs (launchers, sweepers) name classes
+        assert "_target_" not in text or path.parent.parent.name == "hydra", path
         assert "!!python" not in text, path
 
 

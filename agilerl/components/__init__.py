@@ -1,0 +1,7 @@
+"""Reusable RL components (buffers)."""
+
+from __future__ import annotations
+
+from agilerl.components.rollout_buffer import RolloutBuffer
+
+__all__ = ["RolloutBuffer"]

@@ -1,0 +1,385 @@
+"""Discrete-action Q networks: a plain Q head (DQN) and Rainbow's dueling noisy C51 head.
+
+Both are an encoder (built from ``net_config`` like every other network) plus
+a head. :func:`project_distribution` is the C51 projection of a shifted and
+scaled value distribution back onto a fixed support.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from gymnasium import spaces
+from torch import nn
+
+from agilerl.networks.activations import activation_fn, make_activation
+from agilerl.networks.config import build_encoder, resolve_net_config
+from agilerl.networks.heads import build_head, seeded
+from agilerl.networks.spaces import ObsTensor, space_from_dict, space_to_dict
+
+__all__ = [
+    "NoisyLinear",
+    "NoisyMLP",
+    "QNetwork",
+    "RainbowQNetwork",
+    "project_distribution",
+]
+
+Q_OUTPUT_GAIN_VANISH = 0.01
+
+
+def _num_actions(action_space: spaces.Space) -> int:
+    if not isinstance(action_space, spaces.Discrete):
+        raise ValueError(
+            f"Q networks need a Discrete action space, got {type(action_space).__name__} "
+            f"({action_space})"
+        )
+    return int(action_space.n)
+
+
+def _output_gain(head_config: Mapping[str, Any]) -> float:
+    return Q_OUTPUT_GAIN_VANISH if head_config.get("output_vanish", True) else 1.0
+
+
+class QNetwork(nn.Module):
+    """Encoder + MLP head giving ``Q(s, a)`` for every discrete action, ``[B, n]``.
+
+    Args:
+        observation_space: Single-env observation space.
+        action_space: ``Discrete`` action space.
+        net_config: Network config dict (see :mod:`agilerl.networks.config`).
+        normalize_images: Divide ``uint8`` images by 255.
+
+    Raises:
+        ValueError: For a non-Discrete action space.
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        net_config: Mapping[str, Any] | None = None,
+        normalize_images: bool = True,
+    ) -> None:
+        super().__init__()
+        self.num_actions = _num_actions(action_space)
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.net_config = resolve_net_config(net_config, observation_space)
+        self.config: dict[str, Any] = {
+            "observation_space": space_to_dict(observation_space),
+            "action_space": space_to_dict(action_space),
+            "net_config": self.net_config,
+            "normalize_images": bool(normalize_images),
+        }
+        head_config = self.net_config["head_config"]
+        with seeded(self.net_config.get("random_seed")):
+            self.encoder = build_encoder(observation_space, self.net_config, normalize_images)
+            self.head = build_head(
+                self.encoder.latent_dim, self.num_actions, head_config, _output_gain(head_config)
+            )
+
+    def forward(self, obs: ObsTensor) -> torch.Tensor:
+        """``Q(obs, .)`` of shape ``[B, num_actions]``."""
+        return self.head.forward(self.encoder.forward(obs))
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> QNetwork:
+        """Rebuild from ``config`` (fresh weights)."""
+        return cls(
+            space_from_dict(config["observation_space"]),
+            space_from_dict(config["action_space"]),
+            net_config=config["net_config"],
+            normalize_images=config["normalize_images"],
+        )
+
+
+class NoisyLinear(nn.Module):
+    """Linear layer with factorised Gaussian parameter noise (Fortunato et al., 2018).
+
+    ``W = W_mu + W_sigma * (f(e_out) f(e_in)^T)``, ``b = b_mu + b_sigma * f(e_out)``
+    with ``f(x) = sign(x) sqrt(|x|)``. The noise sample is held in buffers and
+    changes only on :meth:`reset_noise`; ``forward(x, noise=False)`` uses the
+    mean weights (deterministic).
+
+    Args:
+        in_features: Input width.
+        out_features: Output width.
+        std_init: Initial ``sigma`` scale (``std_init / sqrt(fan)``).
+    """
+
+    def __init__(self, in_features: int, out_features: int, std_init: float = 0.5) -> None:
+        super().__init__()
+        self.in_features = int(in_features)
+        self.out_features = int(out_features)
+        self.std_init = float(std_init)
+        self.weight_mu = nn.Parameter(torch.empty(self.out_features, self.in_features))
+        self.weight_sigma = nn.Parameter(torch.empty(self.out_features, self.in_features))
+        self.bias_mu = nn.Parameter(torch.empty(self.out_features))
+        self.bias_sigma = nn.Parameter(torch.empty(self.out_features))
+        self.register_buffer("weight_epsilon", torch.zeros(self.out_features, self.in_features))
+        self.register_buffer("bias_epsilon", torch.zeros(self.out_features))
+        self.reset_parameters()
+        self.reset_noise()
+
+    def reset_parameters(self) -> None:
+        """Uniform ``mu`` in ``+-1/sqrt(in)`` and constant ``sigma``."""
+        bound = 1.0 / math.sqrt(self.in_features)
+        with torch.no_grad():
+            self.weight_mu.uniform_(-bound, bound)
+            self.bias_mu.uniform_(-bound, bound)
+            self.weight_sigma.fill_(self.std_init / math.sqrt(self.in_features))
+            self.bias_sigma.fill_(self.std_init / math.sqrt(self.out_features))
+
+    @staticmethod
+    def _scaled_noise(size: int, device: torch.device) -> torch.Tensor:
+        x = torch.randn(size, device=device)
+        return x.sign().mul_(x.abs().sqrt_())
+
+    @torch.no_grad()
+    def reset_noise(self) -> None:
+        """Draw a new factorised noise sample."""
+        device = self.weight_mu.device
+        eps_in = self._scaled_noise(self.in_features, device)
+        eps_out = self._scaled_noise(self.out_features, device)
+        torch.outer(eps_out, eps_in, out=self.weight_epsilon)
+        self.bias_epsilon.copy_(eps_out)
+
+    def forward(self, x: torch.Tensor, noise: bool = True) -> torch.Tensor:
+        """Apply the layer, with the current noise sample unless ``noise`` is False."""
+        if not noise:
+            return F.linear(x, self.weight_mu, self.bias_mu)
+        weight = torch.addcmul(self.weight_mu, self.weight_sigma, self.weight_epsilon)
+        bias = torch.addcmul(self.bias_mu, self.bias_sigma, self.bias_epsilon)
+        return F.linear(x, weight, bias)
+
+
+@torch.no_grad()
+def reset_noise_of(layers: Sequence[NoisyLinear]) -> None:
+    """Draw new factorised noise for several :class:`NoisyLinear` layers with one draw.
+
+    Equivalent in distribution to calling each layer's ``reset_noise``, with
+    a handful of tensor ops in total instead of several per layer.
+    """
+    if not layers:
+        return
+    sizes = [n for layer in layers for n in (layer.in_features, layer.out_features)]
+    x = torch.randn(sum(sizes), device=layers[0].weight_mu.device)
+    scaled = x.sign().mul_(x.abs().sqrt_())
+    parts = scaled.split(sizes)
+    for i, layer in enumerate(layers):
+        eps_in, eps_out = parts[2 * i], parts[2 * i + 1]
+        torch.outer(eps_out, eps_in, out=layer.weight_epsilon)
+        layer.bias_epsilon.copy_(eps_out)
+
+
+class NoisyMLP(nn.Module):
+    """``[NoisyLinear -> LayerNorm? -> act] * len(hidden) -> NoisyLinear``.
+
+    Args:
+        num_inputs: Input width.
+        num_outputs: Output width.
+        hidden_size: Hidden layer widths.
+        activation: Hidden activation name.
+        layer_norm: LayerNorm after each hidden layer.
+        std_init: Initial noise scale of every layer.
+    """
+
+    def __init__(
+        self,
+        num_inputs: int,
+        num_outputs: int,
+        hidden_size: Sequence[int],
+        activation: str,
+        layer_norm: bool,
+        std_init: float,
+    ) -> None:
+        super().__init__()
+        self.activation = activation
+        dims = [int(num_inputs), *[int(h) for h in hidden_size], int(num_outputs)]
+        self.layers = nn.ModuleList(
+            NoisyLinear(dims[i], dims[i + 1], std_init) for i in range(len(dims) - 1)
+        )
+        hidden = dims[1:-1]
+        self.norms = nn.ModuleList(nn.LayerNorm(h) for h in hidden) if layer_norm else None
+        self.acts = nn.ModuleList(make_activation(activation) or nn.Identity() for _ in hidden)
+        self._act = [activation_fn(activation, a) for a in self.acts]
+
+    def forward(self, x: torch.Tensor, noise: bool = True) -> torch.Tensor:
+        """Apply the stack (with the current noise sample unless ``noise`` is False)."""
+        last = len(self.layers) - 1
+        for i, layer in enumerate(self.layers):
+            x = layer.forward(x, noise)
+            if i < last:
+                if self.norms is not None:
+                    norm = self.norms[i]
+                    x = F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+                act = self._act[i]
+                if act is not None:
+                    x = act(x)
+        return x
+
+    def reset_noise(self) -> None:
+        """Draw new noise for every layer."""
+        reset_noise_of(list(self.layers))
+
+
+class RainbowQNetwork(nn.Module):
+    """Encoder + dueling, noisy, distributional (C51) head.
+
+    The value stream gives ``[B, 1, atoms]`` and the advantage stream
+    ``[B, n, atoms]`` logits; they are combined as ``V + A - mean_a(A)`` and
+    normalised with a softmax over the atoms. ``Q(s, a) = sum_z z p(z | s, a)``.
+    Both streams use ``head_config``'s hidden sizes, activation and layer norm,
+    with :class:`NoisyLinear` layers.
+
+    Args:
+        observation_space: Single-env observation space.
+        action_space: ``Discrete`` action space.
+        net_config: Network config dict.
+        num_atoms: Atoms of the support (>= 2).
+        v_min: Lowest atom.
+        v_max: Highest atom.
+        noise_std: Initial noise scale of the noisy layers.
+        normalize_images: Divide ``uint8`` images by 255.
+
+    Raises:
+        ValueError: For a non-Discrete action space, ``num_atoms < 2`` or
+            ``v_min >= v_max``.
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        net_config: Mapping[str, Any] | None = None,
+        num_atoms: int = 51,
+        v_min: float = 0.0,
+        v_max: float = 200.0,
+        noise_std: float = 0.5,
+        normalize_images: bool = True,
+    ) -> None:
+        super().__init__()
+        self.num_actions = _num_actions(action_space)
+        if int(num_atoms) < 2:
+            raise ValueError(f"Rainbow needs num_atoms >= 2, got {num_atoms}")
+        if float(v_min) >= float(v_max):
+            raise ValueError(f"v_min ({v_min}) must be below v_max ({v_max})")
+        self.num_atoms = int(num_atoms)
+        self.v_min = float(v_min)
+        self.v_max = float(v_max)
+        self.noise_std = float(noise_std)
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.net_config = resolve_net_config(net_config, observation_space)
+        self.config: dict[str, Any] = {
+            "observation_space": space_to_dict(observation_space),
+            "action_space": space_to_dict(action_space),
+            "net_config": self.net_config,
+            "num_atoms": self.num_atoms,
+            "v_min": self.v_min,
+            "v_max": self.v_max,
+            "noise_std": self.noise_std,
+            "normalize_images": bool(normalize_images),
+        }
+        head = self.net_config["head_config"]
+        hidden = [int(h) for h in head.get("hidden_size", [64])]
+        activation = head.get("activation", "ReLU")
+        layer_norm = bool(head.get("layer_norm", True))
+        with seeded(self.net_config.get("random_seed")):
+            self.encoder = build_encoder(observation_space, self.net_config, normalize_images)
+            latent = self.encoder.latent_dim
+            self.value = NoisyMLP(
+                latent, self.num_atoms, hidden, activation, layer_norm, self.noise_std
+            )
+            self.advantage = NoisyMLP(
+                latent,
+                self.num_actions * self.num_atoms,
+                hidden,
+                activation,
+                layer_norm,
+                self.noise_std,
+            )
+        self.register_buffer(
+            "support",
+            torch.linspace(self.v_min, self.v_max, self.num_atoms),
+            persistent=False,
+        )
+
+    def logits(self, obs: ObsTensor, noise: bool = True) -> torch.Tensor:
+        """Dueling atom logits ``[B, n, atoms]``."""
+        latent = self.encoder.forward(obs)
+        value = self.value.forward(latent, noise).unsqueeze(1)
+        adv = self.advantage.forward(latent, noise).view(-1, self.num_actions, self.num_atoms)
+        return value + adv - adv.mean(dim=1, keepdim=True)
+
+    def forward(self, obs: ObsTensor, noise: bool = True, log: bool = False) -> torch.Tensor:
+        """Atom probabilities (``log`` for log-probabilities) ``[B, n, atoms]``."""
+        logits = self.logits(obs, noise)
+        return F.log_softmax(logits, dim=-1) if log else F.softmax(logits, dim=-1)
+
+    def q_values(self, obs: ObsTensor, noise: bool = True) -> torch.Tensor:
+        """Expected values ``[B, n]`` of the distributions."""
+        return self.forward(obs, noise) @ self.support
+
+    def reset_noise(self) -> None:
+        """Draw new noise for every noisy layer (one random draw for the whole head)."""
+        reset_noise_of([*self.value.layers, *self.advantage.layers])
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> RainbowQNetwork:
+        """Rebuild from ``config`` (fresh weights)."""
+        kwargs = {k: v for k, v in config.items() if k not in ("observation_space", "action_space")}
+        return cls(
+            space_from_dict(config["observation_space"]),
+            space_from_dict(config["action_space"]),
+            **kwargs,
+        )
+
+
+def project_distribution(
+    next_probs: torch.Tensor,
+    rewards: torch.Tensor,
+    discounts: torch.Tensor,
+    support: torch.Tensor,
+    v_min: float | None = None,
+    v_max: float | None = None,
+) -> torch.Tensor:
+    """Project the distribution of ``r + discount * Z`` onto ``support`` (C51).
+
+    Each shifted atom ``Tz = clamp(r + discount * z, v_min, v_max)`` splits its
+    probability between its two neighbouring support atoms in proportion to
+    its distance from them, so the result sums to one and has the same mean
+    as the (clamped) shifted distribution. A NaN input gives NaN masses.
+
+    Args:
+        next_probs: Probabilities ``[B, atoms]`` on ``support``.
+        rewards: ``[B]`` rewards.
+        discounts: ``[B]`` discounts (``gamma**n * (1 - done)``).
+        support: The ``[atoms]`` evenly spaced support.
+        v_min: ``support[0]`` (read from ``support`` when ``None``).
+        v_max: ``support[-1]`` (read from ``support`` when ``None``).
+
+    Returns:
+        The projected probabilities ``[B, atoms]``.
+    """
+    batch, atoms = next_probs.shape
+    v_min = float(support[0]) if v_min is None else float(v_min)
+    v_max = float(support[-1]) if v_max is None else float(v_max)
+    delta = (v_max - v_min) / (atoms - 1)
+    tz = torch.addcmul(rewards.unsqueeze(1), discounts.unsqueeze(1), support.unsqueeze(0))
+    b = (tz.clamp_(v_min, v_max) - v_min).div_(delta).clamp_(0.0, atoms - 1)
+    lower = b.floor()
+    upper_w = b - lower
+    # NaN (e.g. a NaN reward) must reach the loss, not become an invalid index
+    lower_idx = lower.nan_to_num_(0.0).long()
+    upper_idx = (lower_idx + 1).clamp_(max=atoms - 1)
+    offset = torch.arange(batch, device=next_probs.device).unsqueeze(1) * atoms
+    projected = torch.zeros(batch * atoms, dtype=next_probs.dtype, device=next_probs.device)
+    projected.index_add_(0, (lower_idx + offset).view(-1), (next_probs * (1.0 - upper_w)).view(-1))
+    projected.index_add_(0, (upper_idx + offset).view(-1), (next_probs * upper_w).view(-1))
+    return projected.view(batch, atoms)

@@ -1,0 +1,297 @@
+"""DQN: acting, epsilon-greedy, targets, soft updates, manual backward, cloning, checkpoints."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+
+from agilerl.algorithms import DQN, EvolvableAlgorithm
+from agilerl.algorithms.core.base import read_checkpoint
+
+OBS = spaces.Box(-1.0, 1.0, (4,), np.float32)
+PLAIN_NET = {
+    "latent_dim": 16,
+    "encoder_config": {"hidden_size": [16], "layer_norm": False},
+    "head_config": {"hidden_size": [16], "layer_norm": False},
+}
+NORM_NET = {
+    "latent_dim": 16,
+    "encoder_config": {"hidden_size": [16], "layer_norm": True},
+    "head_config": {"hidden_size": [16], "layer_norm": True},
+}
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+
+
+def _agent(n: int = 2, net: dict | None = None, **kwargs: object) -> DQN:
+    return DQN(OBS, spaces.Discrete(n), net_config=net or PLAIN_NET, **kwargs)
+
+
+def _batch(size: int = 32, n: int = 2, seed: int = 0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "obs": torch.rand(size, 4, generator=g) * 2 - 1,
+        "action": torch.randint(0, n, (size,), generator=g),
+        "reward": torch.randn(size, generator=g),
+        "next_obs": torch.rand(size, 4, generator=g) * 2 - 1,
+        "done": (torch.rand(size, generator=g) < 0.2).float(),
+    }
+
+
+def _params(module: torch.nn.Module) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in module.parameters()]
+
+
+# --- construction and acting --------------------------------------------------------------
+def test_rejects_non_discrete_actions() -> None:
+    with pytest.raises(ValueError, match="Discrete"):
+        DQN(OBS, spaces.Box(-1, 1, (2,), np.float32))
+
+
+def test_unknown_kwargs_warn() -> None:
+    with pytest.warns(UserWarning, match="ignores unknown settings"):
+        _agent(not_a_setting=1)
+
+
+@pytest.mark.parametrize("net", [PLAIN_NET, NORM_NET], ids=["manual", "autograd"])
+def test_action_shape_range_and_start_offset(net: dict) -> None:
+    agent = DQN(OBS, spaces.Discrete(3, start=2), net_config=net)
+    obs = np.random.default_rng(0).uniform(-1, 1, (7, 4)).astype(np.float32)
+    for kwargs in ({}, {"epsilon": 0.5}, {"epsilon": 1.0}, {"greedy": True}):
+        action = agent.get_action(obs, **kwargs)
+        assert isinstance(action, np.ndarray)
+        assert action.shape == (7,)
+        assert set(action.tolist()) <= {2, 3, 4}
+    # torch tensors and single observations work too
+    assert agent.get_action(torch.from_numpy(obs)).shape == (7,)
+    assert agent.get_action(obs[0]).shape == (1,)
+
+
+def test_numpy_and_torch_action_paths_agree() -> None:
+    agent = _agent(n=4)
+    assert agent._numpy_act
+    obs = np.random.default_rng(1).uniform(-1, 1, (64, 4)).astype(np.float32)
+    q = agent.get_q_values(obs)
+    np.testing.assert_array_equal(agent.get_action(obs, greedy=True), q.argmax(axis=1))
+
+
+def test_epsilon_greedy_statistics() -> None:
+    agent = _agent(n=4)
+    obs = np.random.default_rng(2).uniform(-1, 1, (20_000, 4)).astype(np.float32)
+    greedy = agent.get_action(obs, greedy=True)
+    assert np.array_equal(agent.get_action(obs, epsilon=0.0), greedy)
+    # P(action == greedy) = 1 - eps + eps / n
+    for eps in (0.2, 0.5):
+        match = np.mean(agent.get_action(obs, epsilon=eps) == greedy)
+        assert abs(match - (1 - eps + eps / 4)) < 0.015
+    counts = np.bincount(agent.get_action(obs, epsilon=1.0), minlength=4) / len(obs)
+    np.testing.assert_allclose(counts, 0.25, atol=0.015)
+    # greedy overrides epsilon
+    assert np.array_equal(agent.get_action(obs, epsilon=1.0, greedy=True), greedy)
+
+
+def test_dict_observations() -> None:
+    obs_space = spaces.Dict(
+        {"pos": spaces.Box(-1, 1, (3,), np.float32), "flag": spaces.Discrete(2)}
+    )
+    agent = DQN(obs_space, spaces.Discrete(3), learn_step=1)
+    assert agent._chain is None
+    obs = {"pos": np.zeros((5, 3), np.float32), "flag": np.array([0, 1, 0, 1, 1])}
+    assert agent.get_action(obs, epsilon=0.3).shape == (5,)
+    batch = {
+        "obs": {"pos": torch.zeros(8, 3), "flag": torch.randint(0, 2, (8,))},
+        "action": torch.randint(0, 3, (8,)),
+        "reward": torch.ones(8),
+        "next_obs": {"pos": torch.ones(8, 3), "flag": torch.randint(0, 2, (8,))},
+        "done": torch.zeros(8),
+    }
+    assert math.isfinite(agent.learn(batch)["loss"])
+
+
+# --- learning -----------------------------------------------------------------------------
+@pytest.mark.parametrize("net", [PLAIN_NET, NORM_NET], ids=["manual", "autograd"])
+def test_learn_moves_online_and_target_by_tau(net: dict) -> None:
+    agent = _agent(net=net, tau=0.1, lr=1e-2)
+    target_before = _params(agent.actor_target)
+    online_before = _params(agent.actor)
+    out = agent.learn(_batch())
+    assert set(out) == {"loss", "q_mean"}
+    assert all(isinstance(v, float) for v in out.values())
+    online_after = _params(agent.actor)
+    assert any(not torch.equal(a, b) for a, b in zip(online_before, online_after, strict=True))
+    for t0, o1, t1 in zip(
+        target_before, online_after, agent.actor_target.parameters(), strict=True
+    ):
+        torch.testing.assert_close(t1, 0.9 * t0 + 0.1 * o1)
+    assert agent.num_updates == 1
+
+
+def test_manual_backward_matches_autograd() -> None:
+    for activation in ("ReLU", "Tanh"):
+        net = {
+            "latent_dim": 16,
+            "encoder_config": {"hidden_size": [16], "layer_norm": False, "activation": activation},
+            "head_config": {"hidden_size": [8], "layer_norm": False, "activation": activation},
+        }
+        for double in (False, True):
+            manual = _agent(n=3, net=net, double=double, lr=1e-2, tau=0.2, max_grad_norm=0.5)
+            auto = manual.clone()
+            auto._chain = None
+            for seed in range(4):
+                weights = torch.rand(32, generator=torch.Generator().manual_seed(seed))
+                a = manual.learn(_batch(n=3, seed=seed), weights=weights)
+                b = auto.learn(_batch(n=3, seed=seed), weights=weights)
+                assert a["loss"] == pytest.approx(b["loss"], rel=1e-5)
+                np.testing.assert_allclose(a["priorities"], b["priorities"], rtol=1e-5)
+            for name in ("actor", "actor_target"):
+                for p, q in zip(
+                    getattr(manual, name).parameters(),
+                    getattr(auto, name).parameters(),
+                    strict=True,
+                ):
+                    torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
+def _crafted_agent(double: bool, net: dict) -> DQN:
+    """Online net prefers action 0 (Q = [1, 0]); target net values [0, 5]."""
+    agent = _agent(net=net, double=double, gamma=0.5, lr=0.0, tau=0.0)
+    with torch.no_grad():
+        for module, bias in ((agent.actor, [1.0, 0.0]), (agent.actor_target, [0.0, 5.0])):
+            last = module.head.linears[-1]
+            last.weight.zero_()
+            last.bias.copy_(torch.tensor(bias))
+    return agent
+
+
+@pytest.mark.parametrize("net", [PLAIN_NET, NORM_NET], ids=["manual", "autograd"])
+def test_double_dqn_target_differs_from_vanilla(net: dict) -> None:
+    batch = {
+        "obs": torch.zeros(4, 4),
+        "action": torch.zeros(4, dtype=torch.int64),
+        "reward": torch.zeros(4),
+        "next_obs": torch.zeros(4, 4),
+        "done": torch.zeros(4),
+    }
+    vanilla, double = _crafted_agent(False, net), _crafted_agent(True, net)
+    next_obs, reward, discount = batch["next_obs"], batch["reward"], torch.full((4,), 0.5)
+    # vanilla: max_a Q_target = 5; double: Q_target(argmax_a Q_online = 0) = 0
+    torch.testing.assert_close(vanilla.td_target(reward, next_obs, discount), torch.full((4,), 2.5))
+    torch.testing.assert_close(double.td_target(reward, next_obs, discount), torch.zeros(4))
+    # Q(s, 0) = 1, so the squared TD errors are (1 - 2.5)^2 and (1 - 0)^2
+    assert vanilla.learn(batch)["loss"] == pytest.approx(2.25)
+    assert double.learn(batch)["loss"] == pytest.approx(1.0)
+
+
+def test_done_and_n_steps_set_the_discount() -> None:
+    agent = _crafted_agent(False, PLAIN_NET)
+    batch = {
+        "obs": torch.zeros(3, 4),
+        "action": torch.zeros(3, dtype=torch.int64),
+        "reward": torch.ones(3),
+        "next_obs": torch.zeros(3, 4),
+        "done": torch.tensor([0.0, 1.0, 0.0]),
+        "n_steps": torch.tensor([1, 1, 3]),
+    }
+    # targets: 1 + 0.5 * 5, 1 (terminal), 1 + 0.125 * 5; Q = 1
+    td = np.array([1 - 3.5, 0.0, 1 - 1.625])
+    out = agent.learn(batch, weights=torch.ones(3))
+    assert out["loss"] == pytest.approx(float(np.mean(td**2)))
+    np.testing.assert_allclose(out["priorities"], np.abs(td) + 1e-6, rtol=1e-5)
+    # an n-step batch replaces the one-step batch and must say how many steps it spans
+    with pytest.raises(ValueError, match="n_steps"):
+        agent.learn(batch, n_step_batch={k: v for k, v in batch.items() if k != "n_steps"})
+    assert agent.learn(_batch(3), n_step_batch=batch)["loss"] == pytest.approx(out["loss"])
+
+
+@pytest.mark.parametrize("net", [PLAIN_NET, NORM_NET], ids=["manual", "autograd"])
+def test_nan_guard(net: dict) -> None:
+    agent = _agent(net=net)
+    before = _params(agent.actor)
+    batch = _batch()
+    batch["reward"][3] = float("nan")
+    with pytest.raises(FloatingPointError, match=r"loss.*update 1"):
+        agent.learn(batch)
+    for p, q in zip(before, agent.actor.parameters(), strict=True):
+        assert torch.equal(p, q)
+    assert agent.num_updates == 0
+
+
+def test_lr_setter_updates_optimizer() -> None:
+    agent = _agent(lr=1e-3)
+    agent.lr = 5e-4
+    assert agent.optimizer.lr == pytest.approx(5e-4)
+    state = agent.state_dict()
+    assert state["init_kwargs"]["lr"] == pytest.approx(5e-4)
+
+
+# --- cloning, checkpoints, evaluation -----------------------------------------------------
+def test_clone_is_independent() -> None:
+    agent = _agent(double=True, tau=0.05)
+    agent.learn(_batch())
+    clone = agent.clone(index=7)
+    assert clone.index == 7 and clone.double and clone.tau == 0.05
+    assert clone.num_updates == 1
+    before = _params(clone.actor) + _params(clone.actor_target)
+    agent.learn(_batch(seed=1))
+    after = _params(clone.actor) + _params(clone.actor_target)
+    assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
+    clone.learn(_batch(seed=2))
+    assert agent.num_updates == 2
+
+
+def test_init_kwargs_rebuild() -> None:
+    agent = _agent(n=3, double=True, gamma=0.9, max_grad_norm=1.0)
+    rebuilt = DQN(**agent.init_kwargs())
+    assert rebuilt.init_kwargs() == agent.init_kwargs()
+
+
+def test_checkpoint_round_trip(tmp_path) -> None:
+    agent = _agent(n=3)
+    for seed in range(3):
+        agent.learn(_batch(n=3, seed=seed))
+    path = tmp_path / "dqn.pt"
+    agent.save_checkpoint(path)
+    state = torch.load(path, weights_only=True)
+    assert set(state["networks"]) == {"actor", "actor_target"}
+    loaded = EvolvableAlgorithm.load(path)
+    assert isinstance(loaded, DQN) and loaded.num_updates == 3
+    obs = np.random.default_rng(3).uniform(-1, 1, (50, 4)).astype(np.float32)
+    np.testing.assert_array_equal(
+        loaded.get_action(obs, greedy=True), agent.get_action(obs, greedy=True)
+    )
+    for name in ("actor", "actor_target"):
+        for p, q in zip(
+            getattr(agent, name).parameters(), getattr(loaded, name).parameters(), strict=True
+        ):
+            assert torch.equal(p, q)
+    # both continue identically (optimizer state restored)
+    a, b = agent.learn(_batch(n=3, seed=9)), loaded.learn(_batch(n=3, seed=9))
+    assert a["loss"] == pytest.approx(b["loss"])
+    assert read_checkpoint(path)["algorithm"] == "DQN"
+
+
+def test_evaluation_on_vector_env() -> None:
+    env = gym.make_vec(
+        "CartPole-v1",
+        3,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+    )
+    agent = DQN(env.single_observation_space, env.single_action_space, net_config=PLAIN_NET)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        score = agent.test(env, max_steps=600, loop=1, seed=0)
+    assert math.isfinite(score) and score >= 8
+    assert agent.fitness == [score]
+    env.close()
