@@ -219,6 +219,28 @@ class LocalTrainer:
             )
         return population
 
+    def _evolution_operators(self, resume_state: dict[str, Any] | None) -> tuple[Any, Any]:
+        """Tournament selection and mutations from the manifest (defaults when omitted)."""
+        from agilerl.arena.models.hpo import MutationSpec, TournamentSelectionSpec
+        from agilerl.hpo import Mutations, TournamentSelection
+
+        mutation_spec = self.manifest.mutation or MutationSpec()
+        selection = self.manifest.tournament_selection or TournamentSelectionSpec()
+        tournament = TournamentSelection(
+            selection.tournament_size,
+            selection.elitism,
+            self.manifest.training.pop_size,
+            rng=np.random.default_rng(mutation_spec.rand_seed),
+        )
+        mutation = Mutations.from_spec(
+            mutation_spec, self.spec, rng_seed=mutation_spec.rand_seed + 1
+        )
+        operators = (resume_state or {}).get("operators")
+        if operators:
+            tournament.load_state_dict(operators["tournament"])
+            mutation.load_state_dict(operators["mutation"])
+        return tournament, mutation
+
     def _memories(self, env: Any) -> tuple[Any, Any]:
         """Replay memory for off-policy, offline and bandit specs (else ``None``).
 
@@ -343,6 +365,13 @@ class LocalTrainer:
         if memory is not None:
             buffer_spec = self.manifest.replay_buffer or ReplayBufferSpec()
             kwargs["save_memory"] = buffer_spec.store_in_checkpoint
+        if training.hpo:
+            tournament, mutation = self._evolution_operators(resume_state)
+            kwargs.update(tournament=tournament, mutation=mutation)
+            context.operators_provider = lambda: {
+                "tournament": tournament.state_dict(),
+                "mutation": mutation.state_dict(),
+            }
         summary: dict[str, Any] = {"status": "failed"}
         try:
             population, fitnesses = loop(
@@ -397,6 +426,7 @@ class LocalTrainer:
                 },
             }
         )
+        run_dir.plot_population()
         run_dir.plot_learning_curve(
             f"{self.spec.name} on {getattr(self.manifest.environment, 'name', '')}",
             self.manifest.training.target_score,

@@ -67,6 +67,36 @@ class TrainingProgress:
                 highlight=False,
             )
 
+    def population(self, generation: int, rows: list[dict]) -> None:
+        """A small table of the new population after an evolution step."""
+        if not self.enabled:
+            return
+        from rich.table import Table
+
+        table = Table(title=f"generation {generation}", title_justify="left")
+        hp_columns = [k for k in (rows[0] if rows else {}) if k.startswith("hp_")][:5]
+        for column in (
+            "member",
+            "parent",
+            "parent fitness",
+            "mutation",
+            *(c.removeprefix("hp_") for c in hp_columns),
+        ):
+            table.add_column(column)
+        for row in rows:
+            fitness = row.get("parent_fitness")
+            table.add_row(
+                str(row["index"]) + (" (elite)" if row.get("elite") else ""),
+                str(row["parent"]),
+                "-" if fitness is None else f"{fitness:.1f}",
+                str(row.get("detail") or row.get("mutation")),
+                *(
+                    f"{row[c]:.3g}" if isinstance(row[c], float) else str(row[c])
+                    for c in hp_columns
+                ),
+            )
+        self.console.print(table)
+
     def close(self) -> None:
         """Stop the live display."""
         if self.progress is not None:

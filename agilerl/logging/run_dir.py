@@ -7,7 +7,8 @@
 | ``metrics.csv`` | one row per evaluation per agent |
 | ``tb/`` | TensorBoard events of the same metrics |
 | ``checkpoints/`` | ``latest`` and numbered checkpoints |
-| ``plots/`` | learning curve PNG written at the end |
+| ``hpo.csv`` | evolutionary HPO lineage: members, parents, mutations, hyperparameters |
+| ``plots/`` | learning curve (and population) PNGs written at the end |
 """
 
 from __future__ import annotations
@@ -24,13 +25,44 @@ from agilerl.logging.files import atomic_write_json, atomic_write_text
 SUMMARY_STATUSES = ("running", "completed", "target_reached", "time_limit", "interrupted", "failed")
 
 
+class CsvTable:
+    """A CSV file kept in memory and rewritten atomically with the union of its columns."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows: list[dict[str, Any]] = []
+        if path.exists():
+            with path.open(newline="") as handle:
+                self.rows = [dict(row) for row in csv.DictReader(handle)]
+
+    def append(self, rows: list[dict[str, Any]]) -> None:
+        self.rows.extend(rows)
+        self._write()
+
+    def truncate(self, max_step: int) -> None:
+        if self.rows:
+            self.rows = [r for r in self.rows if int(float(r["step"])) <= max_step]
+            self._write()
+
+    def _write(self) -> None:
+        columns: list[str] = []
+        for row in self.rows:
+            columns += [k for k in row if k not in columns]
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=columns, restval="")
+        writer.writeheader()
+        writer.writerows(self.rows)
+        atomic_write_text(self.path, out.getvalue())
+
+
 class RunDirectory:
     """Paths and writers of one run directory."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
-        self.metrics_rows: list[dict[str, Any]] = self._read_metrics()
+        self._metrics = CsvTable(self.metrics_file)
+        self._lineage = CsvTable(self.lineage_file)
 
     @property
     def manifest_file(self) -> Path:
@@ -64,31 +96,30 @@ class RunDirectory:
         """Write ``summary.json``."""
         atomic_write_json(self.summary_file, summary)
 
-    def _read_metrics(self) -> list[dict[str, Any]]:
-        if not self.metrics_file.exists():
-            return []
-        with self.metrics_file.open(newline="") as handle:
-            return [dict(row) for row in csv.DictReader(handle)]
+    @property
+    def lineage_file(self) -> Path:
+        return self.path / "hpo.csv"
 
     def truncate_metrics(self, max_step: int) -> None:
         """Drop rows logged after ``max_step`` (from a run killed after its last checkpoint)."""
-        self.metrics_rows = [r for r in self.metrics_rows if int(float(r["step"])) <= max_step]
-        self._write_metrics()
+        for table in (self._metrics, self._lineage):
+            table.truncate(max_step)
 
     def append_metrics(self, rows: list[dict[str, Any]]) -> None:
-        """Append evaluation rows; the CSV is rewritten atomically with the union of columns."""
-        self.metrics_rows.extend(rows)
-        self._write_metrics()
+        """Append evaluation rows to ``metrics.csv``."""
+        self._metrics.append(rows)
 
-    def _write_metrics(self) -> None:
-        columns: list[str] = []
-        for row in self.metrics_rows:
-            columns += [k for k in row if k not in columns]
-        out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=columns, restval="")
-        writer.writeheader()
-        writer.writerows(self.metrics_rows)
-        atomic_write_text(self.metrics_file, out.getvalue())
+    def append_lineage(self, rows: list[dict[str, Any]]) -> None:
+        """Append one generation's members (parent, mutation, hyperparameters) to ``hpo.csv``."""
+        self._lineage.append(rows)
+
+    @property
+    def metrics_rows(self) -> list[dict[str, Any]]:
+        return self._metrics.rows
+
+    @property
+    def lineage_rows(self) -> list[dict[str, Any]]:
+        return self._lineage.rows
 
     def plot_learning_curve(self, title: str, target: float | None = None) -> Path | None:
         """Draw fitness against env steps, one line per agent, into ``plots/``."""
@@ -118,5 +149,41 @@ class RunDirectory:
         path = self.plots_dir / "learning_curve.png"
         fig.tight_layout()
         fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return path
+
+    def plot_population(self) -> Path | None:
+        """Fitness of every member by generation, and the live hyperparameters, into ``plots/``."""
+        rows = self.lineage_rows
+        if not rows:
+            return None
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        hp_columns = [k for k in rows[0] if k.startswith("hp_")]
+        panels = 1 + len(hp_columns)
+        fig, axes = plt.subplots(1, panels, figsize=(4 * panels, 3.5), squeeze=False)
+        generations = [int(r["generation"]) for r in rows]
+        fitness = [
+            float(r["parent_fitness"]) if r["parent_fitness"] not in ("", None) else float("nan")
+            for r in rows
+        ]
+        axes[0][0].scatter(generations, fitness, s=12)
+        axes[0][0].set_title("parent fitness")
+        for ax, column in zip(axes[0][1:], hp_columns, strict=True):
+            values = [
+                float(r[column]) if r.get(column) not in ("", None) else float("nan") for r in rows
+            ]
+            ax.scatter(generations, values, s=12)
+            ax.set_title(column.removeprefix("hp_"))
+        for ax in axes[0]:
+            ax.set_xlabel("generation")
+            ax.grid(alpha=0.3)
+        self.plots_dir.mkdir(exist_ok=True)
+        path = self.plots_dir / "population.png"
+        fig.tight_layout()
+        fig.savefig(path, dpi=90)
         plt.close(fig)
         return path

@@ -1,7 +1,10 @@
-"""Bookkeeping every RL loop shares: generations, stopping, metrics, checkpoints, summary.
+"""Bookkeeping every RL loop shares: generations, stopping, metrics, evolution, checkpoints.
 
 A loop owns its schedule (collect, learn); this object owns what happens
-around it, so the on- and off-policy loops stay short and behave alike.
+around it, so the on- and off-policy loops stay short and behave alike. One
+generation is: train every agent for ``evo_steps`` -> :meth:`end_generation`
+(evaluate, record, decide whether to stop) -> :meth:`evolve` (selection and
+mutation, with lineage) -> :meth:`after_generation` (checkpoint).
 """
 
 from __future__ import annotations
@@ -11,6 +14,9 @@ import time
 from typing import Any
 
 from agilerl.training.run_context import RunContext, finite_or_none
+
+DISPLAY_EVERY = 2048
+FINAL_STATUSES = ("completed", "target_reached")
 
 
 class PopulationLoop:
@@ -45,16 +51,20 @@ class PopulationLoop:
         self.checkpoint_every = checkpoint_every
         self.label = label
         state = run.resume_state or {}
+        self.env_steps: int = int(
+            state.get("total_steps", sum(int(agent.steps) for agent in population))
+        )
         self.generation: int = int(state.get("generation", 0))
         self.solved_at_step: int | None = state.get("solved_at_step")
         self.best_fitness: float | None = state.get("best_fitness")
         self.next_checkpoint: int | None = state.get(
-            "next_checkpoint", self._after(self.total_steps, checkpoint_every)
+            "next_checkpoint", self._after(self.env_steps, checkpoint_every)
         )
         self.status: str | None = None
         self.last_checkpoint_step: int | None = None
         self._start_time = time.perf_counter()
-        self._start_steps = self.total_steps
+        self._start_steps = self.env_steps
+        self._shown_steps = self.env_steps
 
     @staticmethod
     def _after(steps: int, every: int | None) -> int | None:
@@ -62,13 +72,13 @@ class PopulationLoop:
 
     @property
     def total_steps(self) -> int:
-        """Env steps taken by the whole population."""
-        return int(sum(agent.steps for agent in self.population))
+        """Env steps the whole population has taken (clones do not count twice)."""
+        return self.env_steps
 
     def steps_per_second(self) -> float:
         """Env steps per second in this process (evaluation time included)."""
         elapsed = time.perf_counter() - self._start_time
-        return (self.total_steps - self._start_steps) / elapsed if elapsed > 0 else 0.0
+        return (self.env_steps - self._start_steps) / elapsed if elapsed > 0 else 0.0
 
     def next_evaluation(self, agent: Any) -> int:
         """The agent's step count at which it is next evaluated."""
@@ -78,10 +88,12 @@ class PopulationLoop:
         """A stop signal arrived or the wall-time budget is spent."""
         return self.run.stop_requested is not None or self.run.out_of_time()
 
-    def advance(self, _seconds: float = 0.0) -> None:
-        """Refresh the display after a chunk of env steps."""
-        if self.run.progress is not None:
-            self.run.progress.update(self.total_steps, self.steps_per_second())
+    def advance(self, steps: int) -> None:
+        """Count ``steps`` env steps just taken; refresh the display now and then."""
+        self.env_steps += steps
+        if self.run.progress is not None and self.env_steps - self._shown_steps >= DISPLAY_EVERY:
+            self._shown_steps = self.env_steps
+            self.run.progress.update(self.env_steps, self.steps_per_second())
 
     def finished(self) -> bool:
         """Whether the run should stop (and why, in :attr:`status`)."""
@@ -95,9 +107,9 @@ class PopulationLoop:
         return self.status is not None
 
     def end_generation(self, fitness: list[float], details: list[dict[str, float]]) -> None:
-        """Record an evaluation of every agent: metrics, display, target, checkpoint."""
+        """Record an evaluation of every agent: metrics, display, target, stop conditions."""
         self.generation += 1
-        total = self.total_steps
+        total = self.env_steps
         wall = self.run.elapsed()
         rows = []
         for agent, score, extra in zip(self.population, fitness, details, strict=True):
@@ -108,8 +120,8 @@ class PopulationLoop:
                 "generation": self.generation,
                 "agent": agent.index,
                 "fitness": score,
-                **{k: v for k, v in extra.items()},
-                **_hyperparameters(agent),
+                **extra,
+                **hyperparameters(agent),
             }
             rows.append(row)
             metrics = {
@@ -138,28 +150,70 @@ class PopulationLoop:
             if self.solved_at_step is None:
                 self.solved_at_step = total
             self.status = "target_reached"
-        if self.next_checkpoint is not None and total >= self.next_checkpoint:
-            self.save_checkpoint()
-            self.next_checkpoint = self._after(total, self.checkpoint_every)
-        if self.status is None and self.interrupted():
-            self.finished()
+        self.finished()
+
+    def should_evolve(self) -> bool:
+        """Evolve unless the run is over for good (a stopped run evolves, so resuming is exact)."""
+        return self.status not in FINAL_STATUSES
 
     def evolve(self, tournament: Any, mutation: Any) -> None:
-        """Tournament selection then mutation of the population."""
-        _elite, population = tournament.select(self.population)
-        self.population = mutation.mutation(population)
+        """Tournament selection then mutation; the lineage goes to ``hpo.csv`` and the display."""
+        parents = {agent.index: agent for agent in self.population}
+        _elite, population, lineage = tournament.select(self.population)
+        population = mutation.mutation(population)
+        records = {r["index"]: r for r in getattr(mutation, "last_records", [])}
+        rows = []
+        for agent, link in zip(population, lineage, strict=True):
+            parent = parents.get(link["parent"])
+            record = records.get(agent.index, {})
+            rows.append(
+                {
+                    "generation": self.generation,
+                    "step": self.env_steps,
+                    "index": agent.index,
+                    "parent": link["parent"],
+                    "elite": bool(link.get("elite", False)),
+                    "parent_fitness": parent.fitness[-1] if parent and parent.fitness else None,
+                    "mutation": record.get("mutation", agent.mut or "None"),
+                    "detail": record.get("detail", ""),
+                    **hyperparameters(agent),
+                }
+            )
+            self.run.sinks.log(
+                {
+                    f"member_{slot}/{k}": float(v)
+                    for slot, (k, v) in [
+                        (population.index(agent), kv) for kv in hyperparameters(agent).items()
+                    ]
+                },
+                self.env_steps,
+            )
+        if self.run.run_dir is not None:
+            self.run.run_dir.append_lineage(rows)
+        if self.run.progress is not None:
+            self.run.progress.population(self.generation, rows)
+        self.population = population
+
+    def after_generation(self) -> None:
+        """Checkpoint when the step counter crossed another ``checkpoint_every``."""
+        if self.next_checkpoint is not None and self.env_steps >= self.next_checkpoint:
+            self.save_checkpoint()
+            self.next_checkpoint = self._after(self.env_steps, self.checkpoint_every)
 
     def loop_state(self) -> dict[str, Any]:
         """What a resumed run needs besides the agents (plain data)."""
-        return {
+        state = {
             "generation": self.generation,
-            "total_steps": self.total_steps,
+            "total_steps": self.env_steps,
             "solved_at_step": self.solved_at_step,
             "best_fitness": finite_or_none(self.best_fitness),
             "next_checkpoint": self.next_checkpoint,
             "wall_seconds": self.run.elapsed(),
             **{k: v for k, v in self.run.extra_state.items() if k != "summary"},
         }
+        if self.run.operators_provider is not None:
+            state["operators"] = self.run.operators_provider()
+        return state
 
     def save_checkpoint(self) -> None:
         """Checkpoint every agent and the loop state (if the run has a checkpoint manager)."""
@@ -169,21 +223,21 @@ class PopulationLoop:
         if self.run.memory_provider is not None:
             extra["memory.pt"] = {"memories": self.run.memory_provider()}
         self.run.checkpoints.save(
-            self.total_steps,
+            self.env_steps,
             [agent.state_dict() for agent in self.population],
             self.loop_state(),
             extra_files=extra,
         )
-        self.last_checkpoint_step = self.total_steps
+        self.last_checkpoint_step = self.env_steps
 
     def finish(self) -> None:
         """Final checkpoint and the summary the trainer writes."""
         self.finished()
-        if self.last_checkpoint_step != self.total_steps:
+        if self.last_checkpoint_step != self.env_steps:
             self.save_checkpoint()
         finals = [agent.fitness[-1] for agent in self.population if agent.fitness]
         self.run.extra_state["summary"] = {
-            "total_steps": self.total_steps,
+            "total_steps": self.env_steps,
             "best_fitness": self.best_fitness,
             "final_fitness": max(finals) if finals else None,
             "solved_at_step": self.solved_at_step,
@@ -191,7 +245,8 @@ class PopulationLoop:
         }
 
 
-def _hyperparameters(agent: Any) -> dict[str, Any]:
+def hyperparameters(agent: Any) -> dict[str, Any]:
+    """The agent's live mutable hyperparameters, as ``hp_<name>`` columns."""
     values = {}
     for name in getattr(agent, "hp_names", ()):
         value = getattr(agent, name, None)

@@ -38,6 +38,8 @@ class RunContext:
         extra_state: Plain data the loop adds to its checkpointed state.
         memory_provider: Returns the replay memory's state for checkpoints
             (when the manifest asks to store it), else ``None``.
+        operators_provider: Returns the selection and mutation operators' RNG
+            states for checkpoints (evolutionary HPO), else ``None``.
     """
 
     run_dir: RunDirectory | None = None
@@ -51,6 +53,7 @@ class RunContext:
     stop_requested: str | None = None
     extra_state: dict[str, Any] = field(default_factory=dict)
     memory_provider: Any = None
+    operators_provider: Any = None
     started: float = field(default_factory=time.perf_counter)
 
     @classmethod

@@ -13,8 +13,6 @@ from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.run_context import RunContext
 from agilerl.training.transitions import EpisodeTracker, real_next_obs
 
-STEPS_PER_DISPLAY = 1024
-
 
 def train_off_policy(
     population: list[Any],
@@ -125,7 +123,6 @@ def train_off_policy(
                 next_eval = loop.next_evaluation(agent)
                 stats: list[dict[str, float]] = []
                 beta0 = getattr(agent, "beta", None)
-                shown = agent.steps
                 while agent.steps < next_eval and not loop.interrupted():
                     obs = observations[slot]
                     action = agent.get_action(obs, epsilon=epsilons[slot])
@@ -144,6 +141,7 @@ def train_off_policy(
                         agent.reset_noise(np.flatnonzero(ended))
                     observations[slot] = next_obs
                     agent.steps += num_envs
+                    loop.advance(num_envs)
                     epsilons[slot] = max(eps_end, epsilons[slot] * eps_decay)
                     if agent.steps < learning_delay or len(mem) < agent.batch_size:
                         continue
@@ -152,9 +150,6 @@ def train_off_policy(
                         learn_credit[slot] -= 1.0
                         beta = _annealed_beta(beta0, agent.steps, max_steps)
                         stats.append(mem.learn(agent, agent.batch_size, beta))
-                    if agent.steps - shown >= STEPS_PER_DISPLAY:
-                        loop.advance()
-                        shown = agent.steps
                 finished = trackers[slot].pop()
                 agent.scores.extend(finished)
                 details.append(
@@ -174,8 +169,9 @@ def train_off_policy(
                 for a in loop.population
             ]
             loop.end_generation(fitness, details)
-            if tournament is not None and mutation is not None and not loop.finished():
+            if tournament is not None and mutation is not None and loop.should_evolve():
                 loop.evolve(tournament, mutation)
+            loop.after_generation()
     finally:
         eval_env.close()
         for extra in envs[1:]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -85,12 +84,14 @@ def train_on_policy(
         checkpoint_every=checkpoint,
         label=f"{algo} {env_name}".strip(),
     )
-    buffers = [agent.create_rollout_buffer() for agent in population]
-    observations = [
-        e.reset(seed=run.seed + 7919 * loop.generation + i)[0] for i, e in enumerate(envs)
-    ]
     try:
         while not loop.finished():
+            # Envs restart every generation from seeds of (run seed, generation, slot), so a
+            # run resumed from a generation's checkpoint continues exactly as it would have.
+            buffers = [agent.create_rollout_buffer() for agent in loop.population]
+            observations = [
+                e.reset(seed=run.seed + 7919 * loop.generation + i)[0] for i, e in enumerate(envs)
+            ]
             losses: list[dict[str, float]] = []
             for slot, agent in enumerate(loop.population):
                 next_eval = loop.next_evaluation(agent)
@@ -98,13 +99,13 @@ def train_on_policy(
                 returns: list[float] = []
                 while agent.steps < next_eval and not loop.interrupted():
                     agent.update_lr_schedule(agent.steps)
-                    started = time.perf_counter()
+                    before = agent.steps
                     observations[slot], finished, _ = collect_rollouts(
                         agent, envs[slot], buffers[slot], observations[slot]
                     )
                     agent_losses.append(agent.learn(buffers[slot]))
                     returns += finished
-                    loop.advance(time.perf_counter() - started)
+                    loop.advance(agent.steps - before)
                 agent.scores.extend(returns)
                 losses.append(
                     _mean_losses(agent_losses)
@@ -119,9 +120,9 @@ def train_on_policy(
                 for a in loop.population
             ]
             loop.end_generation(fitness, losses)
-            if tournament is not None and mutation is not None and not loop.finished():
+            if tournament is not None and mutation is not None and loop.should_evolve():
                 loop.evolve(tournament, mutation)
-                buffers = [agent.create_rollout_buffer() for agent in loop.population]
+            loop.after_generation()
     finally:
         if eval_env is not env:
             eval_env.close()

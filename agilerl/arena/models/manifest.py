@@ -9,6 +9,7 @@ with its dotted path.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
@@ -493,6 +494,13 @@ def _check_hpo(
                 )
     if not training.hpo:
         return
+    if training.pop_size == 1:
+        warnings.warn(
+            "training.hpo is on with pop_size 1: selection has nothing to choose from; "
+            "set training.pop_size >= 2",
+            UserWarning,
+            stacklevel=2,
+        )
     if mutation is not None and mutation.probabilities.total() == 0:
         errors.add(
             ("mutation", "probabilities"),
