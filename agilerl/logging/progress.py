@@ -89,7 +89,7 @@ class TrainingProgress:
                 str(row["index"]) + (" (elite)" if row.get("elite") else ""),
                 str(row["parent"]),
                 "-" if fitness is None else f"{fitness:.1f}",
-                str(row.get("detail") or row.get("mutation")),
+                _short(str(row.get("detail") or row.get("mutation")), 28),
                 *(
                     f"{row[c]:.3g}" if isinstance(row[c], float) else str(row[c])
                     for c in hp_columns
@@ -101,3 +101,7 @@ class TrainingProgress:
         """Stop the live display."""
         if self.progress is not None:
             self.progress.stop()
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
