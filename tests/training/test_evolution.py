@@ -19,11 +19,18 @@ def test_dqn_population_with_hpo_solves_cartpole_and_records_lineage(
     compose, tmp_path: Path
 ) -> None:
     torch.set_num_threads(1)
-    manifest, _ = build_manifest(compose("algorithm=dqn", "env=cartpole", "hpo=evolutionary",
-                                         "training.pop_size=4", "training.evo_steps=2500"))  # fmt: skip
+    overrides = (
+        "algorithm=dqn",
+        "env=cartpole",
+        "hpo=evolutionary",
+        "training.pop_size=4",
+        "training.evo_steps=2500",
+    )
+    manifest, _ = build_manifest(compose(*overrides))
     run = tmp_path / "evo"
-    LocalTrainer.from_manifest(manifest, run_dir=run, verbose=False,
-                               logger={"tensorboard": False}).train()  # fmt: skip
+    LocalTrainer.from_manifest(
+        manifest, run_dir=run, verbose=False, logger={"tensorboard": False}
+    ).train()
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "target_reached" and summary["best_fitness"] >= 475, summary
     lineage = list(csv.DictReader((run / "hpo.csv").open()))
@@ -37,18 +44,41 @@ def test_dqn_population_with_hpo_solves_cartpole_and_records_lineage(
 
 
 PPO_EVO = {
-    "algorithm": {"name": "PPO", "learn_step": 256, "batch_size": 128, "update_epochs": 2,
-                  "lr": 1e-3},
+    "algorithm": {
+        "name": "PPO",
+        "learn_step": 256,
+        "batch_size": 128,
+        "update_epochs": 2,
+        "lr": 1e-3,
+    },
     "environment": {"name": "CartPole-v1", "num_envs": 4},
-    "network": {"latent_dim": 32, "encoder_config": {"arch": "mlp", "hidden_size": [32]},
-                "head_config": {"hidden_size": [32]}},
-    "training": {"max_steps": 4096, "evo_steps": 1024, "pop_size": 3, "hpo": True,
-                 "eval_loop": 2, "eval_steps": 200, "checkpoint_steps": 100_000},
-    "mutation": {"probabilities": {"no_mut": 0.2, "arch_mut": 0.2, "new_layer": 0.5,
-                                   "params_mut": 0.2, "act_mut": 0.2, "rl_hp_mut": 0.2},
-                 "rand_seed": 3},
+    "network": {
+        "latent_dim": 32,
+        "encoder_config": {"arch": "mlp", "hidden_size": [32]},
+        "head_config": {"hidden_size": [32]},
+    },
+    "training": {
+        "max_steps": 4096,
+        "evo_steps": 1024,
+        "pop_size": 3,
+        "hpo": True,
+        "eval_loop": 2,
+        "eval_steps": 200,
+        "checkpoint_steps": 100_000,
+    },
+    "mutation": {
+        "probabilities": {
+            "no_mut": 0.2,
+            "arch_mut": 0.2,
+            "new_layer": 0.5,
+            "params_mut": 0.2,
+            "act_mut": 0.2,
+            "rl_hp_mut": 0.2,
+        },
+        "rand_seed": 3,
+    },
     "tournament_selection": {"tournament_size": 2, "elitism": True},
-}  # fmt: skip
+}
 
 
 def _final_weights(run: Path) -> list[dict]:
@@ -95,7 +125,10 @@ def test_interrupted_and_resumed_equals_uninterrupted(
 
 
 def test_hpo_with_a_single_agent_warns() -> None:
-    data = {"algorithm": {"name": "DQN"}, "environment": {"name": "CartPole-v1"},
-            "training": {"hpo": True, "pop_size": 1}}  # fmt: skip
+    data = {
+        "algorithm": {"name": "DQN"},
+        "environment": {"name": "CartPole-v1"},
+        "training": {"hpo": True, "pop_size": 1},
+    }
     with pytest.warns(UserWarning, match="nothing to choose from"):
         TrainingManifest.from_dict(data)
