@@ -137,3 +137,40 @@ def apply_checkpoint(algo: Any, spec: AlgorithmSpec, runtime: AlgorithmBuildRunt
                 stacklevel=3,
             )
     return algo
+
+
+def build_rl(
+    builder: type[AlgorithmBuilder],
+    spec: AlgorithmSpec,
+    spaces: dict[str, Any],
+    runtime: AlgorithmBuildRuntime | None,
+    networks: dict[str, Any],
+) -> Any:
+    """Shared body of the single- and multi-agent builders.
+
+    Args:
+        builder: The paradigm's builder (checks the algorithm's base class).
+        spec: The algorithm spec.
+        spaces: The observation and action space arguments, by constructor name.
+        runtime: Population slot, device, HPO, checkpoint and run length.
+        networks: Pre-built modules to hand the constructor.
+
+    Raises:
+        ValueError: Naming every missing space and ``runtime.index``.
+    """
+    runtime = runtime or AlgorithmBuildRuntime()
+    missing = [name for name, value in spaces.items() if value is None]
+    if runtime.index is None:
+        missing.append("runtime.index")
+    if missing:
+        raise ValueError(f"{builder.__name__}.build needs {', '.join(missing)}")
+    algo_cls = builder.checked_class(spec)
+    kwargs = spec_kwargs(spec, runtime.hp_config)
+    kwargs.update(spaces, index=runtime.index, device=runtime.device)
+    if runtime.accelerator is not None:
+        kwargs["accelerator"] = runtime.accelerator
+    if runtime.total_steps is not None:
+        kwargs["total_steps"] = runtime.total_steps
+    kwargs.update({k: v for k, v in networks.items() if v is not None})
+    algo = algo_cls(**constructor_kwargs(algo_cls, kwargs))
+    return apply_checkpoint(algo, spec, runtime)

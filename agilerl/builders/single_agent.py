@@ -5,12 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agilerl.arena.models.algorithms import AlgorithmSpec
-from agilerl.builders.base import (
-    AlgorithmBuilder,
-    apply_checkpoint,
-    constructor_kwargs,
-    spec_kwargs,
-)
+from agilerl.builders.base import AlgorithmBuilder, build_rl
 from agilerl.builders.runtime import AlgorithmBuildRuntime
 
 
@@ -41,30 +36,10 @@ class SingleAgentBuilder(AlgorithmBuilder):
         Raises:
             ValueError: If ``observation_space``, ``action_space`` or ``runtime.index`` is None.
         """
-        runtime = runtime or AlgorithmBuildRuntime()
-        missing = [
-            name
-            for name, value in (
-                ("observation_space", observation_space),
-                ("action_space", action_space),
-                ("runtime.index", runtime.index),
-            )
-            if value is None
-        ]
-        if missing:
-            raise ValueError(f"SingleAgentBuilder.build needs {', '.join(missing)}")
-        algo_cls = cls.checked_class(spec)
-        kwargs = spec_kwargs(spec, runtime.hp_config)
-        kwargs.update(
-            observation_space=observation_space,
-            action_space=action_space,
-            index=runtime.index,
-            device=runtime.device,
+        return build_rl(
+            cls,
+            spec,
+            {"observation_space": observation_space, "action_space": action_space},
+            runtime,
+            networks,
         )
-        if runtime.accelerator is not None:
-            kwargs["accelerator"] = runtime.accelerator
-        if runtime.total_steps is not None:
-            kwargs["total_steps"] = runtime.total_steps
-        kwargs.update({k: v for k, v in networks.items() if v is not None})
-        algo = algo_cls(**constructor_kwargs(algo_cls, kwargs))
-        return apply_checkpoint(algo, spec, runtime)
