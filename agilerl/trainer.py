@@ -311,6 +311,13 @@ class LocalTrainer:
             ConfigError: For user mistakes found at run time (unknown env id,
                 incompatible action space, unusable checkpoint, diverged training).
         """
+        try:
+            loop = self.strategy.get_training_loop(self.spec)
+        except NotImplementedError:
+            raise ConfigError(
+                f"training {self.spec.name} ({type(self.strategy).__name__}) is not available in "
+                "this version yet; the manifest is valid (dry_run=true checks it)"
+            ) from None
         self._seed_everything()
         training = self.manifest.training
         run_dir = RunDirectory(self.run_dir)
@@ -353,7 +360,6 @@ class LocalTrainer:
             enabled=self.verbose,
         )
         context.install_signal_handlers()
-        loop = self.strategy.get_training_loop(self.spec)
         memory, n_step_memory = self._memories(env)
         kwargs = self.strategy.get_trainer_kwargs(
             self.spec,

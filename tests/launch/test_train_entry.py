@@ -109,3 +109,17 @@ def test_cli_validate_schema_algorithms(tmp_path: Path) -> None:
     assert table.returncode == 0
     for name in ("PPO", "MADDPG", "GRPO", "train_off_policy"):
         assert name in table.stdout
+
+
+def test_a_paradigm_without_a_training_loop_says_so(tmp_path: Path) -> None:
+    result = run(
+        str(REPO / "train.py"),
+        "algorithm=cqn",
+        "env=cartpole_offline",
+        f"run_dir={tmp_path / 'run'}",
+        f"hydra.run.dir={tmp_path / 'h'}",
+    )
+    assert result.returncode == 2
+    assert "training CQN" in result.stderr and "not available" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "run").exists()
