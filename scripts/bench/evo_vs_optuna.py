@@ -134,6 +134,12 @@ def main() -> None:
         f"optuna ({study['trials_run']} trials x {args.trial_steps}): env steps to 475: "
         f"{study['env_steps']}  wall s: {study['wall']}"
     )
+    if study["env_steps"] is None:
+        spent = study.get("steps_without_solving", 0)
+        print(
+            f"optuna did not reach 475 in {study['trials_run']} trials ({spent} env steps): "
+            f"at least {spent / evo['env_steps']:.1f}x the evolutionary run's env steps"
+        )
     if evo["env_steps"] and study["env_steps"]:
         print(
             f"ratio optuna/evolutionary: env steps {study['env_steps'] / evo['env_steps']:.1f}x, "
