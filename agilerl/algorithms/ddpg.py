@@ -106,6 +106,7 @@ class DDPG(OffPolicyAlgorithm):
         "tau",
         "policy_freq",
     )
+    arch_keys = _ARCH_KEYS
     network_names = ("actor", "actor_target", "critic", "critic_target")
     optimizer_names = ("actor_optimizer", "critic_optimizer")
     _critic_names: ClassVar[tuple[str, ...]] = ("critic",)
@@ -248,16 +249,8 @@ class DDPG(OffPolicyAlgorithm):
             rng=self.rng,
         )
 
-    def _rebuild(self, kwargs: dict[str, Any]) -> None:
-        for key, value in kwargs.items():
-            if key == "net_config":
-                value = resolve_net_config(
-                    value, kwargs.get("observation_space", self.observation_space)
-                )
-            setattr(self, key, value)
-        if _ARCH_KEYS & set(kwargs):
-            self._build()
-        if _NOISE_KEYS & set(kwargs):
+    def _after_rebuild(self, changed: set[str]) -> None:
+        if _NOISE_KEYS & changed:
             self._make_noise()
 
     def init_kwargs(self) -> dict[str, Any]:

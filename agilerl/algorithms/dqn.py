@@ -54,6 +54,7 @@ class DQN(OffPolicyAlgorithm):
     """
 
     hp_names = ("lr", "batch_size", "learn_step", "gamma", "tau")
+    arch_keys = _ARCH_KEYS
     network_names = ("actor", "actor_target")
     optimizer_names = ("optimizer",)
     uses_epsilon = True
@@ -118,16 +119,6 @@ class DQN(OffPolicyAlgorithm):
         self._chain = _q_chain(self.actor)
         self._target_chain = _q_chain(self.actor_target)
         self._numpy_act = self._chain is not None and self._chain.numpy_ok
-
-    def _rebuild(self, kwargs: dict[str, Any]) -> None:
-        for key, value in kwargs.items():
-            if key == "net_config":
-                value = resolve_net_config(
-                    value, kwargs.get("observation_space", self.observation_space)
-                )
-            setattr(self, key, value)
-        if _ARCH_KEYS & set(kwargs):
-            self._build()
 
     def init_kwargs(self) -> dict[str, Any]:
         """Constructor kwargs (current values) that rebuild this agent."""

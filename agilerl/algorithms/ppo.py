@@ -119,6 +119,7 @@ class PPO(SingleAgentAlgorithm):
         "max_grad_norm",
         "update_epochs",
     )
+    arch_keys = _ARCH_KEYS
     network_names = ("actor", "critic")
     optimizer_names = ("optimizer",)
 
@@ -240,17 +241,10 @@ class PPO(SingleAgentAlgorithm):
         self._fused: FusedActorCritic | None = None
         self._fused_key: tuple[int, ...] | None = None
 
-    def _rebuild(self, kwargs: dict[str, Any]) -> None:
-        for key, value in kwargs.items():
-            if key == "net_config":
-                value = resolve_net_config(
-                    value, kwargs.get("observation_space", self.observation_space)
-                )
-            if key == "lr_schedule":
-                value = self._check_schedule(value, kwargs.get("total_steps", self.total_steps))
-            setattr(self, key, value)
-        if _ARCH_KEYS & set(kwargs):
-            self._build()
+    def _normalise_kwarg(self, key: str, value: Any, kwargs: dict[str, Any]) -> Any:
+        if key == "lr_schedule":
+            return self._check_schedule(value, kwargs.get("total_steps", self.total_steps))
+        return super()._normalise_kwarg(key, value, kwargs)
 
     def init_kwargs(self) -> dict[str, Any]:
         """Constructor kwargs (current values) that rebuild this agent."""

@@ -103,6 +103,7 @@ class RainbowDQN(OffPolicyAlgorithm):
     """
 
     hp_names = ("lr", "batch_size", "learn_step", "gamma", "tau")
+    arch_keys = _ARCH_KEYS
     network_names = ("actor", "actor_target")
     optimizer_names = ("optimizer",)
     uses_epsilon = False
@@ -195,16 +196,6 @@ class RainbowDQN(OffPolicyAlgorithm):
             self._chains = None
         self._numpy_act = self._chains is not None and self._chains.encoder.numpy_ok
         self._support_np = self.actor.support.detach().cpu().numpy()
-
-    def _rebuild(self, kwargs: dict[str, Any]) -> None:
-        for key, value in kwargs.items():
-            if key == "net_config":
-                value = resolve_net_config(
-                    value, kwargs.get("observation_space", self.observation_space)
-                )
-            setattr(self, key, value)
-        if _ARCH_KEYS & set(kwargs):
-            self._build()
 
     def init_kwargs(self) -> dict[str, Any]:
         """Constructor kwargs (current values) that rebuild this agent."""

@@ -191,11 +191,36 @@ class EvolvableAlgorithm:
     def _load_extra_state(self, extra: dict[str, Any]) -> None:
         """Restore what :meth:`_extra_state` returned."""
 
+    arch_keys: ClassVar[frozenset[str]] = frozenset()
+    """Constructor arguments whose change rebuilds the networks (empty: no in-place rebuild)."""
+
     def _rebuild(self, kwargs: dict[str, Any]) -> None:
-        """Rebuild networks/optimizers for architecture-changing ``kwargs``."""
-        raise ValueError(
-            f"{type(self).__name__} cannot change its architecture in place; use load()"
-        )
+        """Adopt changed constructor ``kwargs``; rebuild if one of ``arch_keys`` changed."""
+        if not self.arch_keys:
+            raise ValueError(
+                f"{type(self).__name__} cannot change its architecture in place; use load()"
+            )
+        for key, value in kwargs.items():
+            setattr(self, key, self._normalise_kwarg(key, value, kwargs))
+        if self.arch_keys & set(kwargs):
+            self._build()
+        self._after_rebuild(set(kwargs))
+
+    def _normalise_kwarg(self, key: str, value: Any, kwargs: dict[str, Any]) -> Any:
+        """A constructor argument as the constructor would store it (``net_config`` resolved)."""
+        if key == "net_config":
+            from agilerl.networks.config import resolve_net_config
+
+            space = kwargs.get("observation_space", getattr(self, "observation_space", None))
+            return resolve_net_config(value, space)
+        return value
+
+    def _build(self) -> None:
+        """(Re)build networks and optimizers from the current attributes."""
+        raise NotImplementedError
+
+    def _after_rebuild(self, changed: set[str]) -> None:
+        """Hook after :meth:`_rebuild` (e.g. remake exploration noise)."""
 
     # --- learning rate ----------------------------------------------------------
     def set_lr(self, lr: float) -> None:
