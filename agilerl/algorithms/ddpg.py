@@ -10,7 +10,13 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from agilerl.algorithms.core.off_policy import Batch, MLPChain, OffPolicyAlgorithm, soft_update
+from agilerl.algorithms.core.off_policy import (
+    Batch,
+    MLPChain,
+    OffPolicyAlgorithm,
+    OptimizerLR,
+    soft_update,
+)
 from agilerl.components.noise import ExplorationNoise, make_noise
 from agilerl.networks.config import resolve_net_config
 from agilerl.networks.deterministic import ContinuousQNetwork, DeterministicActor
@@ -107,6 +113,8 @@ class DDPG(OffPolicyAlgorithm):
         "policy_freq",
     )
     arch_keys = _ARCH_KEYS
+    lr_critic = OptimizerLR("critic_optimizer")
+    lr_actor = OptimizerLR("actor_optimizer")
     network_names = ("actor", "actor_target", "critic", "critic_target")
     optimizer_names = ("actor_optimizer", "critic_optimizer")
     _critic_names: ClassVar[tuple[str, ...]] = ("critic",)
@@ -283,28 +291,6 @@ class DDPG(OffPolicyAlgorithm):
 
     def _load_extra_state(self, extra: dict[str, Any]) -> None:
         self.last_actor_loss = float(extra.get("last_actor_loss", 0.0))
-
-    @property
-    def lr_actor(self) -> float:
-        """Actor learning rate (setting it updates the optimizer)."""
-        return self._lr_actor
-
-    @lr_actor.setter
-    def lr_actor(self, value: float) -> None:
-        self._lr_actor = float(value)
-        if getattr(self, "actor_optimizer", None) is not None:
-            self.actor_optimizer.set_lr(self._lr_actor)
-
-    @property
-    def lr_critic(self) -> float:
-        """Critic learning rate (setting it updates the optimizer)."""
-        return self._lr_critic
-
-    @lr_critic.setter
-    def lr_critic(self, value: float) -> None:
-        self._lr_critic = float(value)
-        if getattr(self, "critic_optimizer", None) is not None:
-            self.critic_optimizer.set_lr(self._lr_critic)
 
     # --- acting -----------------------------------------------------------------------
     def get_action(self, obs: Any, epsilon: float = 0.0, greedy: bool = False) -> np.ndarray:

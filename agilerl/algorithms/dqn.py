@@ -13,6 +13,7 @@ from agilerl.algorithms.core.off_policy import (
     Batch,
     MLPChain,
     OffPolicyAlgorithm,
+    OptimizerLR,
     batch_size_of,
     soft_update,
 )
@@ -55,6 +56,7 @@ class DQN(OffPolicyAlgorithm):
 
     hp_names = ("lr", "batch_size", "learn_step", "gamma", "tau")
     arch_keys = _ARCH_KEYS
+    lr = OptimizerLR("optimizer")
     network_names = ("actor", "actor_target")
     optimizer_names = ("optimizer",)
     uses_epsilon = True
@@ -137,17 +139,6 @@ class DQN(OffPolicyAlgorithm):
             "max_grad_norm": self.max_grad_norm,
             "total_steps": self.total_steps,
         }
-
-    @property
-    def lr(self) -> float:
-        """Adam learning rate (setting it updates the optimizer)."""
-        return self._lr
-
-    @lr.setter
-    def lr(self, value: float) -> None:
-        self._lr = float(value)
-        if getattr(self, "optimizer", None) is not None:
-            self.optimizer.set_lr(self._lr)
 
     # --- acting -----------------------------------------------------------------------
     def get_action(self, obs: Any, epsilon: float = 0.0, greedy: bool = False) -> np.ndarray:

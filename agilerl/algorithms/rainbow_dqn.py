@@ -10,7 +10,13 @@ import torch
 import torch.nn.functional as F
 from gymnasium import spaces
 
-from agilerl.algorithms.core.off_policy import Batch, MLPChain, OffPolicyAlgorithm, soft_update
+from agilerl.algorithms.core.off_policy import (
+    Batch,
+    MLPChain,
+    OffPolicyAlgorithm,
+    OptimizerLR,
+    soft_update,
+)
 from agilerl.networks.config import resolve_net_config
 from agilerl.networks.optim import FlatAdam
 from agilerl.networks.q_networks import RainbowQNetwork, project_distribution
@@ -104,6 +110,7 @@ class RainbowDQN(OffPolicyAlgorithm):
 
     hp_names = ("lr", "batch_size", "learn_step", "gamma", "tau")
     arch_keys = _ARCH_KEYS
+    lr = OptimizerLR("optimizer")
     network_names = ("actor", "actor_target")
     optimizer_names = ("optimizer",)
     uses_epsilon = False
@@ -220,17 +227,6 @@ class RainbowDQN(OffPolicyAlgorithm):
             "max_grad_norm": self.max_grad_norm,
             "total_steps": self.total_steps,
         }
-
-    @property
-    def lr(self) -> float:
-        """Adam learning rate (setting it updates the optimizer)."""
-        return self._lr
-
-    @lr.setter
-    def lr(self, value: float) -> None:
-        self._lr = float(value)
-        if getattr(self, "optimizer", None) is not None:
-            self.optimizer.set_lr(self._lr)
 
     @property
     def support(self) -> torch.Tensor:

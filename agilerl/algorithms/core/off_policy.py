@@ -325,6 +325,31 @@ class _TupleActions:
         return (self._agent.get_action(obs, greedy=greedy),)
 
 
+class OptimizerLR:
+    """A learning-rate attribute that keeps its optimizer's rate in step when set.
+
+    Args:
+        optimizer: Name of the optimizer attribute (a ``FlatAdam``); until it
+            exists (during construction) only the value is stored.
+    """
+
+    def __init__(self, optimizer: str) -> None:
+        self.optimizer = optimizer
+        self.private = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.private = f"_{name}"
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        return self if obj is None else getattr(obj, self.private)
+
+    def __set__(self, obj: Any, value: float) -> None:
+        setattr(obj, self.private, float(value))
+        optimizer = getattr(obj, self.optimizer, None)
+        if optimizer is not None:
+            optimizer.set_lr(float(value))
+
+
 class OffPolicyAlgorithm(SingleAgentAlgorithm):
     """Base of the replay-buffer algorithms; see the module docstring.
 
