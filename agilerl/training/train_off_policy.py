@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from agilerl.training.evaluation import eval_layout, evaluate
+from agilerl.training.evaluation import PopulationEnvs
 from agilerl.training.off_policy_memory import Memory
 from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.run_context import RunContext
@@ -81,10 +81,15 @@ def train_off_policy(
         The population and each agent's last fitness.
     """
     run = run or RunContext.ephemeral()
-    copies, episodes = eval_layout(eval_loop)
-    envs = [env] + [env_factory(seed=run.seed + 1000 * i) for i in range(1, len(population))]
-    if eval_env is None:
-        eval_env = env_factory(seed=run.seed + 99_991, num_envs=copies)
+    envs = PopulationEnvs(
+        len(population),
+        env,
+        env_factory,
+        eval_env,
+        seed=run.seed,
+        eval_loop=eval_loop,
+        eval_steps=eval_steps,
+    )
     shared = not isinstance(memory, list)
     memories = (
         [Memory(memory, n_step_memory)]
@@ -110,16 +115,17 @@ def train_off_policy(
     if save_memory:
         run.memory_provider = lambda: [m.state_dict() for m in memories]
     observations = [
-        e.reset(seed=run.seed + 7919 * loop.generation + i)[0] for i, e in enumerate(envs)
+        e.reset(seed=run.seed + 7919 * loop.generation + i)[0] for i, e in enumerate(envs.train)
     ]
-    trackers = [EpisodeTracker(e.num_envs) for e in envs]
+    trackers = [EpisodeTracker(e.num_envs) for e in envs.train]
     learn_credit = [0.0] * len(population)
     try:
         while not loop.finished():
             details = []
             for slot, agent in enumerate(loop.population):
                 mem = memories[0 if shared else slot]
-                e, num_envs = envs[slot], envs[slot].num_envs
+                e = envs.train[slot]
+                num_envs = e.num_envs
                 next_eval = loop.next_evaluation(agent)
                 stats: list[dict[str, float]] = []
                 beta0 = getattr(agent, "beta", None)
@@ -163,19 +169,13 @@ def train_off_policy(
                     }
                 )
             run.extra_state["epsilons"] = list(epsilons)
-            seed = run.seed + 31 * loop.generation
-            fitness = [
-                evaluate(a, eval_env, eval_steps=eval_steps, episodes_per_env=episodes, seed=seed)
-                for a in loop.population
-            ]
+            fitness = envs.evaluate(loop.population, loop.generation)
             loop.end_generation(fitness, details)
             if tournament is not None and mutation is not None and loop.should_evolve():
                 loop.evolve(tournament, mutation)
             loop.after_generation()
     finally:
-        eval_env.close()
-        for extra in envs[1:]:
-            extra.close()
+        envs.close()
     loop.finish()
     return loop.population, [a.fitness[-1] if a.fitness else math.nan for a in loop.population]
 

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from agilerl.training.collect import collect_rollouts
-from agilerl.training.evaluation import eval_layout, evaluate
+from agilerl.training.evaluation import PopulationEnvs
 from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.run_context import RunContext
 
@@ -65,16 +65,15 @@ def train_on_policy(
         The population and each agent's last fitness.
     """
     run = run or RunContext.ephemeral()
-    copies, episodes = eval_layout(eval_loop)
-    envs = [env]
-    for index in range(1, len(population)):
-        if env_factory is None:
-            raise ValueError("a population of more than one agent needs env_factory")
-        envs.append(env_factory(seed=run.seed + 1000 * index))
-    if eval_env is None:
-        if env_factory is None:
-            raise ValueError("train_on_policy needs eval_env or env_factory")
-        eval_env = env_factory(seed=run.seed + 99_991, num_envs=copies)
+    envs = PopulationEnvs(
+        len(population),
+        env,
+        env_factory,
+        eval_env,
+        seed=run.seed,
+        eval_loop=eval_loop,
+        eval_steps=eval_steps,
+    )
     loop = PopulationLoop(
         population,
         run,
@@ -90,7 +89,8 @@ def train_on_policy(
             # run resumed from a generation's checkpoint continues exactly as it would have.
             buffers = [agent.create_rollout_buffer() for agent in loop.population]
             observations = [
-                e.reset(seed=run.seed + 7919 * loop.generation + i)[0] for i, e in enumerate(envs)
+                e.reset(seed=run.seed + 7919 * loop.generation + i)[0]
+                for i, e in enumerate(envs.train)
             ]
             losses: list[dict[str, float]] = []
             for slot, agent in enumerate(loop.population):
@@ -101,7 +101,7 @@ def train_on_policy(
                     agent.update_lr_schedule(agent.steps)
                     before = agent.steps
                     observations[slot], finished, _ = collect_rollouts(
-                        agent, envs[slot], buffers[slot], observations[slot]
+                        agent, envs.train[slot], buffers[slot], observations[slot]
                     )
                     agent_losses.append(agent.learn(buffers[slot]))
                     returns += finished
@@ -114,20 +114,13 @@ def train_on_policy(
                         "lr": float(agent.current_lr(agent.steps)),
                     }
                 )
-            seed = run.seed + 31 * loop.generation
-            fitness = [
-                evaluate(a, eval_env, eval_steps=eval_steps, episodes_per_env=episodes, seed=seed)
-                for a in loop.population
-            ]
+            fitness = envs.evaluate(loop.population, loop.generation)
             loop.end_generation(fitness, losses)
             if tournament is not None and mutation is not None and loop.should_evolve():
                 loop.evolve(tournament, mutation)
             loop.after_generation()
     finally:
-        if eval_env is not env:
-            eval_env.close()
-        for extra in envs[1:]:
-            extra.close()
+        envs.close()
     loop.finish()
     return loop.population, [a.fitness[-1] if a.fitness else float("nan") for a in loop.population]
 
