@@ -18,8 +18,7 @@ class DQNSpec(SingleAgentAlgorithmSpec):
     off_policy: ClassVar[bool] = True
     action_space_kinds: ClassVar[frozenset[str]] = DISCRETE
 
-    lr: float = Field(1e-4, ge=0.0, description="Adam learning rate.")
-    tau: float = Field(0.001, description="Soft target-update rate.")
+    lr: float = Field(1e-4, ge=0.0, le=1.0, description="Adam learning rate.")
+    tau: float = Field(0.001, gt=0.0, le=1.0, description="Soft target-update rate.")
     double: bool = Field(False, description="Double DQN targets.")
-    cudagraphs: bool = Field(False, description="Capture the update in CUDA graphs (GPU only).")
     net_config: QNetworkSpec | None = Field(None, description="Network settings.")

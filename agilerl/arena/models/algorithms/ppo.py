@@ -31,7 +31,7 @@ class PPOSpec(SingleAgentAlgorithmSpec):
 
     num_envs: int = Field(1, ge=1, description="Parallel envs (copied from environment.num_envs).")
     learn_step: int = Field(4096, ge=1, description="Rollout length summed over all envs.")
-    lr: float = Field(1e-4, ge=0.0, description="Adam learning rate.")
+    lr: float = Field(1e-4, ge=0.0, le=1.0, description="Adam learning rate.")
     lr_schedule: LRScheduleSpec | None = Field(None, description="Learning-rate schedule.")
     gae_lambda: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda.")
     action_std_init: float = Field(
@@ -55,13 +55,6 @@ class PPOSpec(SingleAgentAlgorithmSpec):
         "chunked", description="How recurrent rollouts are cut into sequences."
     )
     net_config: StochasticActorSpec | None = Field(None, description="Network settings.")
-
-    @property
-    def name(self) -> str:
-        """``"Recurrent PPO"`` for a recurrent policy, else the registry key."""
-        if self.recurrent and self._registry_name in (None, "PPO"):
-            return "Recurrent PPO"
-        return super().name
 
 
 @register("RecurrentPPO")
