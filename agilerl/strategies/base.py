@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from agilerl.arena.models.algorithms import AlgorithmSpec
 from agilerl.arena.models.env import EnvSpecBase
+from agilerl.arena.models.errors import ConfigError
 from agilerl.arena.models.training import TrainingSpec
 
 if TYPE_CHECKING:
@@ -151,15 +152,16 @@ class TrainingStrategy(ABC):
         """``pop_size`` agents from the paradigm's builder, each seeded by its index.
 
         Raises:
-            ConfigError: If the agents cannot act in these envs.
+            ConfigError: If the agents cannot act in these envs, or the algorithm does
+                not implement what the spec asks for (``NotImplementedError``).
         """
         from agilerl.builders import AlgorithmBuildRuntime
 
         population = []
         for index in range(runtime.pop_size):
             _seed_torch(runtime.seed * 1000 + index)
-            population.append(
-                builder.build(
+            try:
+                agent = builder.build(
                     spec,
                     envs.observation_space,
                     envs.action_space,
@@ -167,7 +169,9 @@ class TrainingStrategy(ABC):
                         index=index, device=runtime.device, total_steps=runtime.total_steps
                     ),
                 )
-            )
+            except NotImplementedError as exc:
+                raise ConfigError(f"algorithm: {spec.name}: {exc}") from None
+            population.append(agent)
         return population
 
     def loop_kwargs(

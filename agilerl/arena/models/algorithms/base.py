@@ -324,7 +324,7 @@ class BanditSpec(SingleAgentAlgorithmSpec):
     default_evo_steps: ClassVar[int] = 500
     action_space_kinds: ClassVar[frozenset[str]] = DISCRETE
 
-    gamma: float = Field(1.0, ge=0.0, description="Exploration scale (not a discount).")
+    gamma: float = Field(1.0, ge=0.0, le=100.0, description="Exploration scale (not a discount).")
     lamb: float = Field(1.0, gt=0.0, description="Regularisation of the exploration covariance.")
     reg: float = Field(0.000625, ge=0.0, description="L2 regularisation of the network.")
     learn_step: int = Field(2, ge=1, description="Steps between learning updates.")
