@@ -326,6 +326,8 @@ def _build_network(
 ) -> NetworkSpec | FinetuningNetworkSpec | None:
     if section is None or isinstance(section, NetworkSpec | FinetuningNetworkSpec):
         return section
+    if section == {}:  # "all defaults" (network=auto) is the same run as no section at all
+        return None
     if not isinstance(section, dict):
         errors.add(("network",), "must be a mapping", section)
         return None
