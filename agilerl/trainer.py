@@ -304,7 +304,7 @@ class LocalTrainer:
                 "tournament": tournament.state_dict(),
                 "mutation": mutation.state_dict(),
             }
-        result: LoopResult | None = None
+        result: Any = None
         try:
             result = loop(
                 population,
@@ -315,9 +315,11 @@ class LocalTrainer:
                 run=context,
                 **kwargs,
             )
-            if not isinstance(result, LoopResult):  # a loop that returns the older pair
-                population, fitnesses = result
-                result = LoopResult(population, list(fitnesses), status="completed")
+            if not isinstance(result, LoopResult):
+                raise TypeError(
+                    f"{getattr(loop, '__name__', loop)} returned {type(result).__name__}; "
+                    "a training loop returns a LoopResult"
+                )
         except FloatingPointError as exc:
             raise ConfigError(
                 f"training diverged: {exc}. The last good checkpoint is kept in "
@@ -327,7 +329,8 @@ class LocalTrainer:
             envs.close()
             context.progress.close()
             context.sinks.close()
-            self._write_summary(run_dir, result or _failed(context), context)
+            finished = result if isinstance(result, LoopResult) else _failed(context)
+            self._write_summary(run_dir, finished, context)
         context.forward_stop_signal()
         return result
 
