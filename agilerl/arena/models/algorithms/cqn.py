@@ -21,7 +21,7 @@ class CQNSpec(SingleAgentAlgorithmSpec):
     default_evo_steps: ClassVar[int] = 5_000
     action_space_kinds: ClassVar[frozenset[str]] = DISCRETE
 
-    lr: float = Field(1e-4, ge=0.0, description="Adam learning rate.")
-    tau: float = Field(0.001, description="Soft target-update rate.")
+    lr: float = Field(1e-4, ge=0.0, le=1.0, description="Adam learning rate.")
+    tau: float = Field(0.001, gt=0.0, le=1.0, description="Soft target-update rate.")
     double: bool = Field(False, description="Double-Q targets.")
     net_config: QNetworkSpec | None = Field(None, description="Network settings.")

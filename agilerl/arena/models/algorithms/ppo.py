@@ -61,13 +61,6 @@ class PPOSpec(SingleAgentAlgorithmSpec):
     )
     net_config: StochasticActorSpec | None = Field(None, description="Network settings.")
 
-    @property
-    def name(self) -> str:
-        """``"Recurrent PPO"`` for a recurrent policy, else the registry key."""
-        if self.recurrent and self._registry_name in (None, "PPO"):
-            return "Recurrent PPO"
-        return super().name
-
 
 @register("RecurrentPPO")
 @register("Recurrent PPO")
