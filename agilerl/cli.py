@@ -50,7 +50,12 @@ def _algorithms() -> int:
     for name, spec_cls in MANIFEST_REGISTRY.items():
         strategy = strategy_for(spec_cls)
         # read from the paradigm's strategy, so it changes when a paradigm lands
-        trains = "yes" if strategy.trainable else "not in this version"
+        try:
+            default_spec = spec_cls()
+        except ValueError:  # a spec with a required field (e.g. GRPO's group_size)
+            default_spec = None
+        reason = strategy.unavailable_reason(default_spec)
+        trains = "yes" if reason is None else "not in this version"
         fields = spec_cls.model_fields
         keys = [
             k

@@ -96,11 +96,17 @@ class PPO(SingleAgentAlgorithm):
     network_names = ("actor", "critic")
     optimizer_names = ("optimizer",)
 
+    @classmethod
+    def unsupported_reason(cls, spec: Any) -> str | None:
+        """Recurrent policies (``recurrent: true``) are not built in this version."""
+        if spec.recurrent:
+            return "Recurrent PPO (recurrent: true) is not built in this version yet"
+        return None
+
     def _check(self) -> None:
-        if self.spec.recurrent:
-            raise NotImplementedError(
-                "Recurrent PPO (recurrent=True) is not built yet; use recurrent=False"
-            )
+        reason = self.unsupported_reason(self.spec)
+        if reason:
+            raise NotImplementedError(f"{reason}; use recurrent: false")
         action_kind(self.action_space)  # raises ValueError naming an unsupported space
         schedule = self.spec.lr_schedule
         if schedule is not None and schedule.kind == "linear" and not self.total_steps:

@@ -122,7 +122,9 @@ class TrainingStrategy(ABC):
         """Why this paradigm cannot train in this version, or ``None`` if it can.
 
         A paradigm trains once its loop imports and it makes its envs; both are
-        read from the code, so the answer changes when the paradigm lands.
+        read from the code, so the answer changes when the paradigm lands. With
+        a ``spec``, its algorithm class is asked too (it may refuse settings it
+        cannot run yet, e.g. a recurrent policy).
         """
         label = self.paradigm or type(self).__name__
         if type(self).make_envs is TrainingStrategy.make_envs:
@@ -131,6 +133,14 @@ class TrainingStrategy(ABC):
             self.get_training_loop(spec)
         except NotImplementedError as exc:
             return f"{label} training is not available in this version yet ({exc})"
+        if spec is not None:
+            from agilerl.builders import select_builder
+
+            try:
+                algo_cls = select_builder(spec).algo_class(spec)
+            except (AttributeError, TypeError) as exc:
+                return f"{label} training is not available in this version yet ({exc})"
+            return algo_cls.unsupported_reason(spec)
         return None
 
     @property

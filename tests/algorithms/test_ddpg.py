@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import math
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
-from gymnasium.vector import AutoresetMode
 
-from agilerl.algorithms import DDPG, EvolvableAlgorithm
+from agilerl.algorithms import DDPG
 from agilerl.arena.models.algorithms.ddpg import DDPGSpec
-from agilerl.builders import AlgorithmBuildRuntime, SingleAgentBuilder
 from agilerl.components.noise import GaussianNoise, OrnsteinUhlenbeckNoise, make_noise
 
 OBS = spaces.Box(-1.0, 1.0, (3,), np.float32)
@@ -105,11 +102,6 @@ def test_noise_resizes_and_validates() -> None:
 
 
 # --- construction and acting --------------------------------------------------------------
-def test_rejects_non_box_actions() -> None:
-    with pytest.raises(ValueError, match="Box"):
-        DDPG(DDPGSpec(), OBS, spaces.Discrete(2))
-
-
 @pytest.mark.parametrize("net", [NET, NORM_NET], ids=["numpy", "torch"])
 def test_actions_within_bounds(net: dict) -> None:
     agent = _agent(net=net, expl_noise=10.0, O_U_noise=False, vect_noise_dim=64)
@@ -275,59 +267,3 @@ def test_image_observations_use_autograd_path() -> None:
 
 
 # --- cloning, checkpoints, builder, evaluation ----------------------------------------------
-def test_clone_and_checkpoint_round_trip(tmp_path) -> None:
-    agent = _agent(policy_freq=1, expl_noise=0.3, O_U_noise=False, vect_noise_dim=2)
-    for seed in range(3):
-        agent.learn(_batch(seed=seed))
-    clone = agent.clone(index=4)
-    assert clone.index == 4 and clone.expl_noise == 0.3 and not clone.O_U_noise
-    assert isinstance(clone.noise, GaussianNoise) and clone.noise.vect_noise_dim == 2
-    before = _params(clone.actor)
-    agent.learn(_batch(seed=5))
-    assert _same(before, clone.actor)
-
-    path = tmp_path / "ddpg.pt"
-    agent.save_checkpoint(path)
-    state = torch.load(path, weights_only=True)
-    assert set(state["networks"]) == set(DDPG.network_names)
-    loaded = EvolvableAlgorithm.load(path)
-    assert isinstance(loaded, DDPG) and loaded.last_actor_loss == agent.last_actor_loss
-    obs = np.random.default_rng(2).uniform(-1, 1, (20, 3)).astype(np.float32)
-    np.testing.assert_array_equal(
-        loaded.get_action(obs, greedy=True), agent.get_action(obs, greedy=True)
-    )
-    for name in DDPG.network_names:
-        assert _same(_params(getattr(agent, name)), getattr(loaded, name))
-    a, b = agent.learn(_batch(seed=9)), loaded.learn(_batch(seed=9))
-    assert a["critic_loss"] == pytest.approx(b["critic_loss"])
-
-
-def test_builder_passes_spec_fields() -> None:
-    spec = DDPGSpec(
-        lr_actor=3e-4,
-        policy_freq=3,
-        O_U_noise=False,
-        vect_noise_dim=4,
-        net_config={"latent_dim": 8},
-    )
-    agent = SingleAgentBuilder.build(
-        spec, OBS, ACT, runtime=AlgorithmBuildRuntime(index=1, total_steps=500)
-    )
-    assert isinstance(agent, DDPG)
-    assert (agent.lr_actor, agent.policy_freq, agent.O_U_noise) == (3e-4, 3, False)
-    assert agent.noise.vect_noise_dim == 4 and agent.total_steps == 500
-    assert agent.get_action(np.zeros((4, 3), np.float32)).shape == (4, 2)
-
-
-def test_evaluation_on_vector_env() -> None:
-    env = gym.make_vec(
-        "Pendulum-v1",
-        2,
-        vectorization_mode="sync",
-        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-    )
-    agent = DDPG(DDPGSpec(), env.single_observation_space, env.single_action_space, net_config=NET)
-    score = agent.test(env, seed=0)
-    assert math.isfinite(score) and score < 0
-    assert agent.fitness == [score]
-    env.close()

@@ -358,28 +358,6 @@ def _trained_agent() -> tuple[PPO, gym.vector.VectorEnv]:
     return agent, env
 
 
-def test_clone_is_independent() -> None:
-    agent, env = _trained_agent()
-    clone = agent.clone(index=7)
-    assert isinstance(clone, PPO) and clone.index == 7 and agent.index == 0
-    assert _weights_equal(agent, clone)
-    assert clone.fitness == agent.fitness and clone.fitness is not agent.fitness
-    assert clone.steps == agent.steps and clone.num_updates == agent.num_updates
-    assert clone.spec.model_dump() == agent.spec.model_dump()
-    torch.testing.assert_close(clone.optimizer.exp_avg, agent.optimizer.exp_avg)
-    parent_weights = {k: v.clone() for k, v in agent.actor.state_dict().items()}
-    parent_moments = agent.optimizer.exp_avg.clone()
-    with torch.no_grad():
-        for p in clone.actor.parameters():
-            p.add_(1.0)
-    clone.learn(_rollout(clone, env))
-    for k, v in agent.actor.state_dict().items():
-        assert torch.equal(parent_weights[k], v)
-    assert torch.equal(parent_moments, agent.optimizer.exp_avg)
-    clone.lr = 0.5
-    assert agent.lr != 0.5
-
-
 def test_clone_keeps_shared_encoder_shared() -> None:
     env = _cartpole()
     clone = _agent(env, share_encoders=True).clone()
@@ -418,27 +396,6 @@ def test_load_state_dict_rebuilds_changed_architecture() -> None:
     agent.load_state_dict(other.state_dict())
     assert agent.actor.head.hidden_size == [32, 8]
     assert _weights_equal(agent, other)
-
-
-def test_checkpoint_save_load(tmp_path: Path) -> None:
-    agent, _ = _trained_agent()
-    path = tmp_path / "sub" / "agent.pt"
-    agent.save_checkpoint(path)
-    assert [p.name for p in path.parent.iterdir()] == ["agent.pt"]  # no temp files left
-    raw = torch.load(path, weights_only=True)
-    assert raw["algorithm"] == "PPO" and "checksum" in raw
-    loaded = PPO.load(path)
-    generic = EvolvableAlgorithm.load(path)
-    assert isinstance(generic, PPO)
-    for other in (loaded, generic):
-        assert _weights_equal(agent, other)
-        assert other.observation_space == agent.observation_space
-        assert other.fitness == agent.fitness and other.num_updates == agent.num_updates
-    fresh = PPO(
-        PPOSpec(), agent.observation_space, agent.action_space, net_config=SMALL_NET, lr=0.5
-    )
-    fresh.load_checkpoint(path)
-    assert _weights_equal(agent, fresh) and fresh.lr == agent.lr
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "empty"])

@@ -11,9 +11,8 @@ from gymnasium import spaces
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agilerl.algorithms import EvolvableAlgorithm, RainbowDQN
+from agilerl.algorithms import RainbowDQN
 from agilerl.arena.models.algorithms.rainbow_dqn import RainbowDQNSpec
-from agilerl.builders import AlgorithmBuildRuntime, SingleAgentBuilder
 from agilerl.networks.q_networks import NoisyLinear, RainbowQNetwork, project_distribution
 
 OBS = spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -170,12 +169,6 @@ def test_invalid_support(kwargs: dict, match: str) -> None:
         _agent(**kwargs)
 
 
-def test_rejects_non_discrete_actions() -> None:
-    with pytest.raises(ValueError, match="Discrete"):
-        RainbowDQN(RainbowDQNSpec(), OBS, spaces.Box(-1, 1, (2,), np.float32))
-
-
-# --- acting -------------------------------------------------------------------------------
 def test_actions_noise_and_greedy() -> None:
     agent = RainbowDQN(
         RainbowDQNSpec(), OBS, spaces.Discrete(4, start=1), net_config=NET, noise_std=2.0
@@ -276,46 +269,6 @@ def test_nan_guard() -> None:
 
 
 # --- cloning, checkpoints, builder --------------------------------------------------------
-def test_clone_and_checkpoint_round_trip(tmp_path) -> None:
-    agent = _agent(beta=0.55, n_step=2, combined_reward=True)
-    agent.learn(_batch(), n_step_batch=_batch(seed=1, n_steps=2))
-    agent.beta = 0.7  # annealed by the training loop
-    clone = agent.clone()
-    assert clone.beta == 0.7 and clone.combined_reward and clone.n_step == 2
-    before = _params(clone.actor)
-    agent.learn(_batch(seed=2))
-    assert all(torch.equal(a, b) for a, b in zip(before, clone.actor.parameters(), strict=True))
-
-    path = tmp_path / "rainbow.pt"
-    agent.save_checkpoint(path)
-    state = torch.load(path, weights_only=True)
-    assert set(state["networks"]) == {"actor", "actor_target"}
-    loaded = EvolvableAlgorithm.load(path)
-    assert isinstance(loaded, RainbowDQN) and loaded.beta == 0.7
-    obs = np.random.default_rng(4).uniform(-1, 1, (64, 4)).astype(np.float32)
-    np.testing.assert_array_equal(
-        loaded.get_action(obs, greedy=True), agent.get_action(obs, greedy=True)
-    )
-    # the noise sample is part of the state, so noisy actions match too
-    np.testing.assert_array_equal(loaded.get_action(obs), agent.get_action(obs))
-    for p, q in zip(agent.actor_target.parameters(), loaded.actor_target.parameters(), strict=True):
-        assert torch.equal(p, q)
-
-
-def test_builder_passes_spec_fields() -> None:
-    spec = RainbowDQNSpec(
-        lr=5e-4, num_atoms=21, v_min=-5.0, v_max=50.0, n_step=4, net_config={"latent_dim": 16}
-    )
-    agent = SingleAgentBuilder.build(
-        spec, OBS, spaces.Discrete(2), runtime=AlgorithmBuildRuntime(index=3, total_steps=1000)
-    )
-    assert isinstance(agent, RainbowDQN)
-    assert (agent.index, agent.lr, agent.num_atoms, agent.n_step) == (3, 5e-4, 21, 4)
-    assert (agent.v_min, agent.v_max, agent.total_steps) == (-5.0, 50.0, 1000)
-    assert agent.actor.support.shape == (21,)
-    assert agent.get_action(np.zeros((2, 4), np.float32)).shape == (2,)
-
-
 def test_spec_defaults_and_validated_overrides() -> None:
     agent = RainbowDQN(RainbowDQNSpec(), OBS, spaces.Discrete(2), net_config=NET)
     assert (agent.learn_step, agent.tau, agent.max_grad_norm) == (4, 0.005, 10.0)

@@ -9,9 +9,8 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from agilerl.algorithms import TD3, EvolvableAlgorithm
+from agilerl.algorithms import TD3
 from agilerl.arena.models.algorithms.td3 import TD3Spec
-from agilerl.builders import AlgorithmBuildRuntime, SingleAgentBuilder
 from agilerl.networks.fastgrad import GradTape
 
 OBS = spaces.Box(-1.0, 1.0, (3,), np.float32)
@@ -159,40 +158,3 @@ def test_nan_guard_names_the_loss() -> None:
     with pytest.raises(FloatingPointError, match=r"TD3 critic_loss.*update 2"):
         agent.learn(batch)
     assert _equal(critics0, _params(agent.critic_1, agent.critic_2))
-
-
-def test_clone_and_checkpoint_round_trip(tmp_path) -> None:
-    agent = _agent(policy_freq=2, policy_noise=0.1, noise_clip=0.2)
-    for seed in range(4):
-        agent.learn(_batch(seed=seed))
-    clone = agent.clone()
-    assert (clone.policy_noise, clone.noise_clip, clone.num_updates) == (0.1, 0.2, 4)
-    before = _params(clone.critic_2)
-    agent.learn(_batch(seed=7))
-    assert _equal(before, _params(clone.critic_2))
-
-    path = tmp_path / "td3.pt"
-    agent.save_checkpoint(path)
-    state = torch.load(path, weights_only=True)
-    assert set(state["networks"]) == set(TD3.network_names)
-    loaded = EvolvableAlgorithm.load(path)
-    assert isinstance(loaded, TD3)
-    obs = np.random.default_rng(5).uniform(-1, 1, (10, 3)).astype(np.float32)
-    np.testing.assert_array_equal(
-        loaded.get_action(obs, greedy=True), agent.get_action(obs, greedy=True)
-    )
-    for name in TD3.network_names:
-        assert _equal(_params(getattr(agent, name)), _params(getattr(loaded, name)))
-
-
-def test_builder_passes_spec_fields() -> None:
-    spec = TD3Spec(policy_noise=0.3, noise_clip=0.4, tau=0.01, lr_critic=2e-3)
-    agent = SingleAgentBuilder.build(spec, OBS, ACT, runtime=AlgorithmBuildRuntime(index=0))
-    assert isinstance(agent, TD3)
-    assert (agent.policy_noise, agent.noise_clip, agent.tau, agent.lr_critic) == (
-        0.3,
-        0.4,
-        0.01,
-        2e-3,
-    )
-    assert agent.critic_optimizer.lr == pytest.approx(2e-3)

@@ -27,9 +27,7 @@ and optimizer state as tensors. They load with ``torch.load(weights_only=True)``
 from __future__ import annotations
 
 import copy
-import hashlib
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -95,28 +93,6 @@ def _from_plain(value: Any) -> Any:
     return value
 
 
-def _digest(value: Any, h: Any = None) -> str:
-    """Deterministic SHA-256 over nested dicts/lists/tensors/scalars."""
-    top = h is None
-    h = hashlib.sha256() if top else h
-    if isinstance(value, torch.Tensor):
-        t = value.detach().cpu().contiguous()
-        h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-    elif isinstance(value, Mapping):
-        h.update(b"D")
-        for key in sorted(value, key=repr):
-            h.update(repr(key).encode())
-            _digest(value[key], h)
-    elif isinstance(value, list | tuple):
-        h.update(f"L{len(value)}".encode())
-        for item in value:
-            _digest(item, h)
-    else:
-        h.update(repr(value).encode())
-    return h.hexdigest() if top else ""
-
-
 def read_checkpoint(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> dict:
     """Load and validate a checkpoint file written by ``save_checkpoint``.
 
@@ -152,8 +128,10 @@ def read_checkpoint(path: str | os.PathLike[str], device: str | torch.device = "
             f"Checkpoint {path} has format version {state['version']}, newer than "
             f"this agilerl supports ({CHECKPOINT_VERSION})"
         )
+    from agilerl.training.checkpointing import state_digest
+
     checksum = state.pop("checksum", None)
-    if checksum is not None and checksum != _digest(state):
+    if checksum is not None and checksum != state_digest(state):
         raise ValueError(f"Checkpoint {path} is corrupted: checksum mismatch")
     return state
 
@@ -248,6 +226,11 @@ class EvolvableAlgorithm:
         self.mut: str | None = None
 
     # --- subclass hooks -----------------------------------------------------------
+    @classmethod
+    def unsupported_reason(cls, spec: AlgorithmSpec) -> str | None:
+        """Why this version cannot train ``spec`` (``None`` when it can)."""
+        return None
+
     def init_args(self) -> dict[str, Any]:
         """Constructor arguments besides the spec and runtime (e.g. the spaces)."""
         return {}
@@ -426,25 +409,12 @@ class EvolvableAlgorithm:
     def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Write the state dict (plus a checksum) atomically to ``path``.
 
-        The file is written to a temporary file in the same directory and
-        moved over ``path`` with ``os.replace``, so a crash never leaves a
-        half-written checkpoint under the final name.
+        The one checkpoint writer, :func:`agilerl.training.checkpointing.write_agent_file`,
+        writes it: a crash never leaves a half-written file under the final name.
         """
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        state = self.state_dict()
-        state["checksum"] = _digest(state)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                torch.save(state, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        from agilerl.training.checkpointing import write_agent_file
+
+        write_agent_file(self.state_dict(), path)
 
     def load_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Load a checkpoint into this agent (see :meth:`load_state_dict`).
