@@ -27,8 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agilerl.arena.models.errors import EXIT_USER_ERROR, ConfigError  # noqa: E402
-from agilerl.envs.offline import Episode, write_mdp_file, write_minari  # noqa: E402
+from agilerl.arena.models.errors import EXIT_USER_ERROR, ConfigError
+from agilerl.envs.offline import Episode, write_mdp_file, write_minari
 
 DEFAULT_OUT = "data/cartpole_replay.npz"
 """The file ``conf/env/cartpole_offline.yaml`` reads."""
@@ -161,8 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epsilon", type=float, default=0.5, help="random-action probability")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--out", help=f"MDP file to write (.h5, .hdf5 or .npz); default {DEFAULT_OUT} "
-        "unless --minari-id is given"
+        "--out",
+        help=f"MDP file to write (.h5, .hdf5 or .npz); default {DEFAULT_OUT} "
+        "unless --minari-id is given",
     )
     parser.add_argument("--minari-id", help="Minari dataset id to write, e.g. cartpole/scripted-v0")
     args = parser.parse_args(argv)

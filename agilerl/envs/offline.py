@@ -217,9 +217,7 @@ def _read_mdp_arrays(path: Path) -> dict[str, np.ndarray]:
             arrays = {k: handle[k] for k in MDP_KEYS if k in handle.files}
             env_id = handle["env_id"].item() if "env_id" in handle.files else None
     else:
-        raise ConfigError(
-            f"environment.dataset_path: {path} is neither HDF5 (.h5/.hdf5) nor .npz"
-        )
+        raise ConfigError(f"environment.dataset_path: {path} is neither HDF5 (.h5/.hdf5) nor .npz")
     if missing:
         raise ConfigError(
             f"environment.dataset_path: {path} lacks {', '.join(missing)} "
@@ -248,7 +246,9 @@ def load_mdp_file(path: str | Path) -> OfflineDataset:
     n = len(obs)
     lengths = {k: len(arrays[k]) for k in MDP_KEYS}
     if len(set(lengths.values())) != 1:
-        raise ConfigError(f"environment.dataset_path: {path} has arrays of unequal length {lengths}")
+        raise ConfigError(
+            f"environment.dataset_path: {path} has arrays of unequal length {lengths}"
+        )
     if n == 0:
         raise ConfigError(f"environment.dataset_path: {path} holds no rows")
     actions = arrays["actions"]
@@ -426,7 +426,9 @@ def episodes_to_mdp(episodes: Sequence[Episode]) -> dict[str, np.ndarray]:
     }
 
 
-def write_mdp_file(path: str | Path, episodes: Sequence[Episode], env_id: str | None = None) -> Path:
+def write_mdp_file(
+    path: str | Path, episodes: Sequence[Episode], env_id: str | None = None
+) -> Path:
     """Write ``episodes`` as an MDP file: HDF5 for ``.h5``/``.hdf5``, else ``.npz``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
