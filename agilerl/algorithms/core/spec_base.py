@@ -79,7 +79,8 @@ class SpecAlgorithm(SingleAgentAlgorithm):
         super().__init__(observation_space, action_space, index=index, device=device)
         if not isinstance(spec, self.spec_class):
             raise TypeError(
-                f"{type(self).__name__} needs a {self.spec_class.__name__}, got {type(spec).__name__}"
+                f"{type(self).__name__} needs a {self.spec_class.__name__}, "
+                f"got {type(spec).__name__}"
             )
         self.spec = spec
 
