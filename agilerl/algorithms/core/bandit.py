@@ -5,8 +5,9 @@ the per-arm encoding). Exploration uses the gradient of ``f`` with respect to
 its **last layer** (weights and bias), scaled by ``1 / sqrt(m)`` for a last
 layer with ``m`` inputs: ``g(x) = grad_{W, b} f(x) / sqrt(m) = [h(x), 1] / sqrt(m)``
 for the linear output ``f = W h(x) + b``, with ``h(x)`` the last hidden
-activations (read in one forward pass with the last layer set to the identity). The inverse of ``U = lamb * I + sum_t g_t g_t^T`` over
-the arms pulled so far is kept exactly with Sherman–Morrison updates::
+activations (read in one forward pass with the last layer set to the identity).
+The inverse of ``U = lamb * I + sum_t g_t g_t^T`` over the arms pulled so far
+is kept exactly with Sherman-Morrison updates::
 
     U^-1 <- U^-1 - (U^-1 g)(U^-1 g)^T / (1 + g^T U^-1 g)
 
