@@ -25,6 +25,7 @@ sorted into arms ``0..K-1``).
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,12 @@ class BanditEnv:
 
     def __len__(self) -> int:
         return len(self._features)
+
+    def copy(self, seed: int | None = None) -> BanditEnv:
+        """The same bandit (same table, same arms) with its own row sampler."""
+        other = copy.copy(self)
+        other.rng = np.random.default_rng(seed)
+        return other
 
     def contexts(self, row: int) -> np.ndarray:
         """The ``[K, K * d]`` disjoint contexts of table row ``row``."""
