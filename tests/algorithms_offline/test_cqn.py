@@ -22,7 +22,7 @@ from agilerl.training.run_context import RunContext
 from agilerl.training.train_offline import train_offline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from make_offline_dataset import make_dataset  # noqa: E402
+from make_offline_dataset import make_dataset
 
 torch.set_num_threads(1)
 ENV = gym.make("CartPole-v1")

@@ -20,7 +20,7 @@ from agilerl.envs.offline import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from make_offline_dataset import main, make_dataset, record, scripted_cartpole  # noqa: E402
+from make_offline_dataset import main, make_dataset, record, scripted_cartpole
 
 CARTPOLE = gym.make("CartPole-v1")
 OBS, ACT = CARTPOLE.observation_space, CARTPOLE.action_space
@@ -62,9 +62,7 @@ def _check_transitions(data, episodes) -> None:
 
 
 @pytest.mark.parametrize("suffix", [".h5", ".npz"])
-def test_mdp_file_round_trip_keeps_counts_and_terminations_vs_truncations(
-    tmp_path, suffix
-) -> None:
+def test_mdp_file_round_trip_keeps_counts_and_terminations_vs_truncations(tmp_path, suffix) -> None:
     # Every third episode marked cut short: truncated episodes besides the terminated ones.
     eps = record("CartPole-v1", None, steps=1_500, epsilon=1.0, seed=0)
     for e in eps[::3]:
