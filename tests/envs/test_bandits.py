@@ -72,11 +72,11 @@ def test_tables_from_files(tmp_path, suffix) -> None:
 def test_table_mistakes_are_config_errors(tmp_path) -> None:
     with pytest.raises(ConfigError, match="'mnist' is not a bundled table"):
         load_table(dataset="mnist")
-    with pytest.raises(ConfigError, match="features: .*x.csv does not exist"):
+    with pytest.raises(ConfigError, match=r"features: .*x\.csv does not exist"):
         load_table(features=tmp_path / "x.csv", targets=tmp_path / "y.csv")
     pd.DataFrame({"a": [1, 2, 3]}).to_csv(tmp_path / "x.csv", index=False)
     pd.DataFrame({"y": [0, 1]}).to_csv(tmp_path / "y.csv", index=False)
-    with pytest.raises(ConfigError, match="has 3 rows but .*y.csv has 2"):
+    with pytest.raises(ConfigError, match=r"has 3 rows but .*y\.csv has 2"):
         load_table(features=tmp_path / "x.csv", targets=tmp_path / "y.csv")
     with pytest.raises(ConfigError, match="one class"):
         BanditEnv(np.ones((3, 2)), [1, 1, 1])
