@@ -114,12 +114,12 @@ def test_cli_validate_schema_algorithms(tmp_path: Path) -> None:
 def test_a_paradigm_without_a_training_loop_says_so(tmp_path: Path) -> None:
     result = run(
         str(REPO / "train.py"),
-        "algorithm=cqn",
-        "env=cartpole_offline",
+        "algorithm=maddpg",
+        "env=mpe_simple_spread",
         f"run_dir={tmp_path / 'run'}",
         f"hydra.run.dir={tmp_path / 'h'}",
     )
     assert result.returncode == 2
-    assert "training CQN" in result.stderr and "not available" in result.stderr
+    assert "training MADDPG" in result.stderr and "not available" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "run").exists()
