@@ -190,3 +190,27 @@ def test_cqn_solves_cartpole_offline_and_beats_offline_dqn(replay_dataset) -> No
         scores[weight] = fitness[0]
     assert scores[1.0] >= 400, scores
     assert scores[1.0] - scores[0.0] >= 200, scores
+
+
+def test_a_minari_dataset_is_evaluated_in_the_env_it_names(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    make_dataset(steps=500, epsilon=0.5, seed=2, minari_id="cartpole/tiny-v0")
+    agent = _agent(batch_size=16)
+    memory = _memory()
+    _, fitness = train_offline(
+        [agent], None, memory=memory, minari_dataset_id="cartpole/tiny-v0",
+        max_steps=10, evo_steps=10, eval_loop=2, eval_steps=20,
+    )  # fmt: skip
+    assert len(memory) == 500 and agent.steps == 10
+    assert 0 < fitness[0] <= 20  # CartPole rewards, capped by eval_steps
+
+
+def test_train_offline_refuses_a_dataset_from_another_env(small_dataset) -> None:
+    from agilerl.arena.models.errors import ConfigError
+
+    env = gym.make_vec("Acrobot-v1", num_envs=1, vectorization_mode="sync")
+    acrobot = gym.make("Acrobot-v1")
+    agent = CQN(CQNSpec(), acrobot.observation_space, acrobot.action_space)
+    with pytest.raises(ConfigError, match="observations of shape"):
+        train_offline([agent], env, "Acrobot-v1", "CQN", memory=_memory(), dataset=small_dataset)
+    env.close()
