@@ -51,7 +51,7 @@ def test_sherman_morrison_equals_the_direct_inverse() -> None:
     env = _env()
     contexts = env.reset(seed=0)
     u = torch.eye(agent.sigma_inv.shape[0], dtype=torch.float64) * agent.spec.lamb
-    for _ in range(200):
+    for _ in range(100):
         _, g = agent.features(contexts)
         arm = agent.get_action(contexts)
         u += torch.outer(g[arm], g[arm]).double()
