@@ -2,21 +2,38 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from agilerl.arena.models.algorithms import AlgorithmSpec
 from agilerl.arena.models.env import EnvSpecBase
 from agilerl.arena.models.training import TrainingSpec
-from agilerl.strategies.base import TrainingLoop, TrainingStrategy, rl_trainer_kwargs
+from agilerl.strategies.base import EnvSetup, TrainingLoop, rl_trainer_kwargs
+from agilerl.strategies.single_agent import GymVectorEnvStrategy, make_memories
+
+if TYPE_CHECKING:
+    from agilerl.arena.models.manifest import TrainingManifest
 
 
-class OfflineStrategy(TrainingStrategy):
-    """Offline training from a fixed dataset (CQN)."""
+class OfflineStrategy(GymVectorEnvStrategy):
+    """Offline training from a fixed dataset (CQN).
+
+    The envs are the gymnasium env the dataset was recorded in (used for
+    evaluation only); the replay memory is filled from the dataset by the loop.
+    """
 
     paradigm: ClassVar[str] = "offline"
     default_loop: ClassVar[str | TrainingLoop | None] = (
         "agilerl.training.train_offline:train_offline"
     )
+
+    def loop_kwargs(
+        self, spec: AlgorithmSpec, manifest: TrainingManifest, envs: EnvSetup, *, device: str
+    ) -> dict[str, Any]:
+        """The trainer kwargs with the (dataset-sized) replay memory."""
+        memory, _ = make_memories(spec, manifest, envs, device=device)
+        return self.get_trainer_kwargs(
+            spec, training=manifest.training, env_spec=manifest.environment, memory=memory
+        )
 
     def get_trainer_kwargs(
         self,

@@ -23,7 +23,7 @@ import os
 import random
 import shutil
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,7 @@ class ResumeState:
         operators: Tournament and mutation states (evolutionary HPO).
         epsilons: Each agent's exploration epsilon (epsilon-greedy loops).
         rng: Python, numpy and torch RNG states (:func:`rng_state`).
+        extra: A paradigm loop's own plain state (e.g. the bandit loop's regret curves).
         memory: Replay memories' states (from ``memory.pt``; never in ``state.pt``).
     """
 
@@ -64,6 +65,7 @@ class ResumeState:
     operators: dict[str, Any] | None = None
     epsilons: list[float] | None = None
     rng: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
     memory: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -217,6 +217,7 @@ class PopulationLoop:
             wandb_id=self.run.wandb_id,
             operators=self.run.operators_provider() if self.run.operators_provider else None,
             epsilons=list(self.epsilons) if self.epsilons is not None else None,
+            extra=dict(self.run.extra_state),
         )
 
     def save_checkpoint(self) -> None:

@@ -34,6 +34,7 @@ class RunContext:
         max_wall_seconds: Stop after this much wall time (including time
             before a resume).
         resume_state: Loop state from the checkpoint being resumed.
+        extra_state: Plain data a paradigm's loop adds to its checkpointed state.
         elapsed_before: Wall seconds spent before this process (resume).
         stop_requested: Set by a signal handler; the loop checkpoints and stops.
         wandb_id: The wandb run id, checkpointed so a resume continues that run.
@@ -52,6 +53,7 @@ class RunContext:
     seed: int = 0
     max_wall_seconds: float | None = None
     resume_state: ResumeState | None = None
+    extra_state: dict[str, Any] = field(default_factory=dict)
     elapsed_before: float = 0.0
     stop_requested: str | None = None
     wandb_id: str | None = None

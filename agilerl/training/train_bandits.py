@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from agilerl.training.population_loop import PopulationLoop
+from agilerl.training.results import LoopResult
 from agilerl.training.run_context import RunContext
 
 REWARD_WINDOW = 50
@@ -49,7 +50,7 @@ def train_bandits(
     eval_env: Any = None,
     run: RunContext | None = None,
     save_memory: bool = False,
-) -> tuple[list[Any], list[float]]:
+) -> LoopResult:
     """Train a population of contextual-bandit agents.
 
     Args:
@@ -94,7 +95,8 @@ def train_bandits(
         checkpoint_every=checkpoint,
         label=f"{algo} {env_name}".strip(),
     )
-    state = run.resume_state or {}
+    resumed = run.resume_state
+    state = resumed.extra if resumed is not None else {}
     regret: list[float] = [float(r) for r in state.get("regret", [0.0] * len(population))]
     curves: list[list[float]] = [
         list(c) for c in state.get("regret_curves", [[]] * len(population))
@@ -102,8 +104,8 @@ def train_bandits(
     rewards: list[list[float]] = [
         list(c) for c in state.get("reward_curves", [[]] * len(population))
     ]
-    if state.get("memory") is not None:
-        for mem, mem_state in zip(memories, state["memory"], strict=True):
+    if resumed is not None and resumed.memory is not None:
+        for mem, mem_state in zip(memories, resumed.memory, strict=True):
             mem.load_state_dict(mem_state)
     if save_memory:
         run.memory_provider = lambda: [m.state_dict() for m in memories]
@@ -160,8 +162,7 @@ def train_bandits(
     finally:
         if run.run_dir is not None:
             plot_regret(run.run_dir.plots_dir, curves, rewards, f"{algo} {env_name}".strip())
-    loop.finish()
-    return loop.population, [a.fitness[-1] if a.fitness else math.nan for a in loop.population]
+    return loop.finish()
 
 
 def plot_regret(

@@ -11,7 +11,6 @@ again on resume (it is not stored in checkpoints).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import gymnasium as gym
@@ -21,6 +20,7 @@ from agilerl.arena.models.errors import ConfigError
 from agilerl.envs.offline import OfflineDataset, check_dataset, load_offline_dataset
 from agilerl.training.evaluation import eval_layout
 from agilerl.training.population_loop import PopulationLoop
+from agilerl.training.results import LoopResult
 from agilerl.training.run_context import RunContext
 
 
@@ -69,7 +69,7 @@ def train_offline(
     eval_env: Any = None,
     run: RunContext | None = None,
     save_memory: bool = False,
-) -> tuple[list[Any], list[float]]:
+) -> LoopResult:
     """Train a population of offline agents from one dataset.
 
     Args:
@@ -152,8 +152,7 @@ def train_offline(
     finally:
         if owned:
             evaluation.close()
-    loop.finish()
-    return loop.population, [a.fitness[-1] if a.fitness else math.nan for a in loop.population]
+    return loop.finish()
 
 
 def _mean(stats: list[dict[str, float]]) -> dict[str, float]:

@@ -30,7 +30,8 @@ from gymnasium import spaces
 from torch import nn
 from torch.func import functional_call
 
-from agilerl.algorithms.core.spec_base import SpecAlgorithm
+from agilerl.algorithms.core.base import SingleAgentAlgorithm
+from agilerl.networks.optim import FlatAdam
 from agilerl.networks.q_networks import QNetwork
 
 DEFAULT_BANDIT_NET: dict[str, Any] = {
@@ -47,7 +48,7 @@ def sherman_morrison(inverse: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     return inverse - torch.outer(u, u) / (1.0 + torch.dot(g, u))
 
 
-class NeuralBandit(SpecAlgorithm):
+class NeuralBandit(SingleAgentAlgorithm):
     """Base of NeuralUCB and NeuralTS; subclasses define :meth:`arm_scores`.
 
     Args:
@@ -58,57 +59,43 @@ class NeuralBandit(SpecAlgorithm):
         index: Population index.
         device: Torch device.
         actor_network: A ready scoring network with one output.
+        **overrides: Spec fields to change, validated through the spec.
     """
 
     hp_names = ("lr", "batch_size", "learn_step", "gamma", "lamb", "reg")
+    lr_optimizers: ClassVar[dict[str, str]] = {"lr": "optimizer"}
     network_names = ("actor",)
     optimizer_names = ("optimizer",)
-    spec_class: ClassVar[type] = object
+    action_space_types = (spaces.Discrete,)
 
-    def __init__(
-        self,
-        spec: Any,
-        observation_space: spaces.Space,
-        action_space: spaces.Space,
-        *,
-        index: int = 0,
-        device: str | torch.device = "cpu",
-        actor_network: nn.Module | None = None,
-    ) -> None:
-        super().__init__(spec, observation_space, action_space, index=index, device=device)
-        if not isinstance(action_space, spaces.Discrete):
-            raise ValueError(f"{type(self).__name__} needs a Discrete action space (one per arm)")
-        self._given_actor = actor_network
-        self._build()
-        seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
-        self.generator = torch.Generator(device="cpu").manual_seed(seed)
-
-    def _build(self) -> None:
-        if self._given_actor is not None:
-            self.actor = self._given_actor.to(self.device)
-            self._given_actor = None
-        else:
-            self.actor = QNetwork(
+    def _build(self, actor_network: nn.Module | None = None) -> None:
+        if not hasattr(self, "generator"):
+            seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
+            self.generator = torch.Generator(device="cpu").manual_seed(seed)
+        actor = actor_network
+        if actor is None:
+            net = self.net_config if self.spec.net_config is not None else DEFAULT_BANDIT_NET
+            actor = QNetwork(
                 self.observation_space,
                 spaces.Discrete(1),
-                net_config=self.network_config() or DEFAULT_BANDIT_NET,
+                net_config=net,
                 normalize_images=self.spec.normalize_images,
-            ).to(self.device)
-        self.optimizer = torch.optim.Adam(self.actor.parameters(), lr=self.spec.lr)
+            )
+        self.actor = actor.to(self.device)
+        self.optimizer = FlatAdam(self.actor.parameters(), lr=self.spec.lr)
         name, last = [(n, m) for n, m in self.actor.named_modules() if isinstance(m, nn.Linear)][-1]
         self._width = last.in_features
         self._last_names = (f"{name}.weight", f"{name}.bias")
         self.reset_exploration()
 
+    def act(self, obs: Any, greedy: bool = False) -> int:
+        """The arm to pull (see :meth:`get_action`)."""
+        return self.get_action(obs, greedy=greedy)
+
     def reset_exploration(self) -> None:
         """Forget the pulls: ``U^-1 = I / lamb``."""
         size = self._width + 1
         self.sigma_inv = torch.eye(size, device=self.device) / self.spec.lamb
-
-    def set_lr(self, lr: float) -> None:
-        """Set the optimizer's learning rate."""
-        for group in self.optimizer.param_groups:
-            group["lr"] = float(lr)
 
     # --- scoring ----------------------------------------------------------------------
     def features(self, contexts: Any) -> tuple[torch.Tensor, torch.Tensor]:

@@ -70,7 +70,7 @@ def _to_plain(value: Any, where: str) -> Any:
     """Convert a constructor argument to checkpoint-safe plain data."""
     if isinstance(value, spaces.Space):
         return {_SPACE_TAG: space_to_dict(value)}
-    if value is None or isinstance(value, bool | int | float | str):
+    if value is None or isinstance(value, bool | int | float | str | torch.Tensor):
         return value
     if isinstance(value, np.generic):
         return value.item()
