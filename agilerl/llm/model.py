@@ -149,7 +149,11 @@ def reference_policy(model: Any) -> Iterator[Any]:
 
 def enable_gradient_checkpointing(model: Any) -> None:
     """Recompute activations in backward (inputs need grads when the embeddings are frozen)."""
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5 spelling
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     if hasattr(model, "enable_input_require_grads"):
         model.enable_input_require_grads()
     model.config.use_cache = False
