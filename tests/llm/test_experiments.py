@@ -31,7 +31,7 @@ def test_experiment_trains_and_writes_a_run_directory(
     )
     manifest = TrainingManifest.from_dict(split_config(cfg)[0])
     assert manifest.algorithm.max_model_len == 64
-    population, fitnesses = run_llm_dataset(manifest, tmp_path, base_dir=REPO)
+    population, _ = run_llm_dataset(manifest, tmp_path, base_dir=REPO)
     assert population[0].num_updates == 2
     rows = (tmp_path / "metrics.csv").read_text().splitlines()
     assert len(rows) == 2 and "loss" in rows[0]
