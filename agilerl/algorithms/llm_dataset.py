@@ -15,6 +15,7 @@ Hyperparameters are read from ``self.spec`` (the validated spec).
 
 from __future__ import annotations
 
+import copy
 import itertools
 import os
 import tempfile
@@ -57,7 +58,10 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
         actor_network: A pre-built model (used as given); otherwise the model
             is loaded from ``spec.pretrained_model_name_or_path`` and wrapped
             in LoRA when ``spec.lora_config`` is set.
-        index: Population slot.
+        index: Population slot. Slot 0 trains peft's ``"default"`` adapter,
+            slot ``i`` an ``"agent_i"`` adapter, so a population can share one
+            base model: pass agent 0's ``actor`` as ``actor_network`` and each
+            agent adds its own adapter to it.
         device: Torch device.
     """
 
@@ -81,8 +85,10 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
             raise ValueError(f"{type(self).__name__} needs a tokenizer")
         self.spec = spec
         self.tokenizer = tokenizer
-        seed_everything(spec.seed)
+        self.adapter_name = ACTOR_ADAPTER if index == 0 else f"agent_{index}"
+        seed_everything(spec.seed + index)
         self.actor = actor_network if actor_network is not None else self._load_actor()
+        self._ensure_adapter()
         if self.needs_reference:
             self._ensure_reference()
         if spec.gradient_checkpointing:
@@ -114,7 +120,27 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
             model,
             to_peft_lora(spec.lora_config.model_dump()),
             separate_reference=spec.use_separate_reference_adapter and self.needs_reference,
+            adapter_name=self.adapter_name,
         )
+
+    @property
+    def is_peft(self) -> bool:
+        """Whether the actor is a ``peft.PeftModel`` (LoRA)."""
+        from peft import PeftModel
+
+        return isinstance(self.actor, PeftModel)
+
+    def _ensure_adapter(self) -> None:
+        """Add this slot's adapter to a shared LoRA model that lacks it."""
+        if not self.is_peft or self.adapter_name in self.actor.peft_config:
+            return
+        config = next(c for n, c in self.actor.peft_config.items() if n != REFERENCE_ADAPTER)
+        self.actor.add_adapter(self.adapter_name, config)
+
+    def activate(self) -> None:
+        """Make this agent's adapter the active one (a no-op without LoRA)."""
+        if self.is_peft and self.actor.active_adapter != self.adapter_name:
+            self.actor.set_adapter(self.adapter_name)
 
     def _ensure_reference(self) -> None:
         from peft import PeftModel
@@ -131,24 +157,47 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
             )
         wants_separate = self.spec.use_separate_reference_adapter
         if wants_separate and REFERENCE_ADAPTER not in self.actor.peft_config:
-            active = self.actor.active_adapter
-            self.actor.add_adapter(REFERENCE_ADAPTER, self.actor.peft_config[active])
-            copy_adapter(self.actor, active, REFERENCE_ADAPTER)
-            self.actor.set_adapter(active)
+            self.actor.add_adapter(REFERENCE_ADAPTER, self.actor.peft_config[self.adapter_name])
+            copy_adapter(self.actor, self.adapter_name, REFERENCE_ADAPTER)
+            self.actor.set_adapter(self.adapter_name)
             for name, param in self.actor.named_parameters():
                 if f".{REFERENCE_ADAPTER}." in name:
                     param.requires_grad_(False)
 
+    def _named_trainable(self) -> dict[str, torch.nn.Parameter]:
+        """This agent's trainable tensors, named with the slot-independent ``{adapter}``."""
+        if not self.is_peft:
+            return {n: p for n, p in self.actor.named_parameters() if p.requires_grad}
+        tag = f".{self.adapter_name}."
+        return {
+            n.replace(tag, ".{adapter}."): p
+            for n, p in self.actor.named_parameters()
+            if tag in n and "lora_" in n
+        }
+
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
-        """The parameters the optimizer updates (the LoRA tensors under LoRA)."""
-        return [p for p in self.actor.parameters() if p.requires_grad]
+        """The parameters the optimizer updates (this agent's LoRA tensors under LoRA)."""
+        return list(self._named_trainable().values())
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
-        """Named clones of the trainable tensors."""
-        return {n: p.detach().clone() for n, p in self.actor.named_parameters() if p.requires_grad}
+        """Named clones of the trainable tensors (names do not depend on the population slot)."""
+        return {n: p.detach().clone() for n, p in self._named_trainable().items()}
 
     # --- losses ----------------------------------------------------------------------
     def _logps(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        self.activate()
+        batch = {k: v.to(self.device) for k, v in batch.items()}
+        return sequence_logprobs(
+            self.actor,
+            batch["input_ids"],
+            batch["attention_mask"],
+            batch["loss_mask"],
+            position_ids=self.spec.calc_position_embeddings,
+            fp32=self.spec.cast_logprobs_to_fp32,
+        )
+
+    def _reference_logps(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Like :meth:`_logps` but without re-activating this agent's adapter."""
         batch = {k: v.to(self.device) for k, v in batch.items()}
         return sequence_logprobs(
             self.actor,
@@ -261,6 +310,7 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
         budget = max(1, min(max_new_tokens, self.spec.max_model_len - width))
         was_training = self.actor.training
         self.actor.eval()
+        self.activate()
         out = self.actor.generate(
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
@@ -296,8 +346,12 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
             "fitness": [float(f) for f in self.fitness],
         }
 
-    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+    def load_checkpoint_state(self, state: dict[str, Any], *, keep_index: bool = False) -> None:
         """Restore :meth:`checkpoint_state` into this agent.
+
+        Args:
+            state: What :meth:`checkpoint_state` returned (possibly of another slot).
+            keep_index: Keep this agent's population slot (when copying a parent).
 
         Raises:
             ValueError: If the state belongs to another algorithm or does not fit.
@@ -309,14 +363,17 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
                 f"checkpoint is for {state.get('algorithm')}, not {type(self).__name__}"
             )
         self.spec = type(self.spec).model_validate(state["spec"])
-        params = {n: p for n, p in self.actor.named_parameters() if p.requires_grad}
+        params = self._named_trainable()
         if set(params) != set(state["trainable"]):
             raise ValueError("checkpoint tensors do not match this model's trainable tensors")
         with torch.no_grad():
             for name, tensor in state["trainable"].items():
                 params[name].copy_(tensor)
         self.optimizer.load_state_dict(state["optimizer"])
-        self.index = int(state["index"])
+        for group in self.optimizer.param_groups:
+            group["lr"] = float(self.spec.lr)
+        if not keep_index:
+            self.index = int(state["index"])
         self.steps = int(state["steps"])
         self.num_updates = int(state["num_updates"])
         self.fitness = list(state["fitness"])
@@ -336,7 +393,7 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
     def load_weights(self, path: str | os.PathLike[str]) -> None:
         """Load only the trainable tensors of a checkpoint (the spec's hyperparameters stay)."""
         state = torch.load(Path(path), map_location=self.device, weights_only=True)
-        params = {n: p for n, p in self.actor.named_parameters() if p.requires_grad}
+        params = self._named_trainable()
         with torch.no_grad():
             for name, tensor in state["trainable"].items():
                 params[name].copy_(tensor)
@@ -355,14 +412,19 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
         if not isinstance(self.actor, PeftModel):
             self.actor.save_pretrained(out)
         elif merged:
-            import copy
-
             model = copy.deepcopy(self.actor)
-            if REFERENCE_ADAPTER in model.peft_config:
-                model.delete_adapter(REFERENCE_ADAPTER)
+            for name in [n for n in model.peft_config if n != self.adapter_name]:
+                model.delete_adapter(name)
+            model.set_adapter(self.adapter_name)
             model.merge_and_unload().save_pretrained(out)
         else:
-            self.actor.save_pretrained(out, selected_adapters=[ACTOR_ADAPTER])
+            self.actor.save_pretrained(out, selected_adapters=[self.adapter_name])
+            if self.adapter_name != ACTOR_ADAPTER:
+                # peft writes non-default adapters to a subfolder; lift it so
+                # PeftModel.from_pretrained(base, out) finds the adapter.
+                for item in (out / self.adapter_name).iterdir():
+                    os.replace(item, out / item.name)
+                (out / self.adapter_name).rmdir()
         self.tokenizer.save_pretrained(out)
         return out
 
@@ -411,8 +473,9 @@ class DPO(DatasetLLMAlgorithm):
         """Reference log-probs of chosen and rejected, once per batch, dropout off."""
         was_training = self.actor.training
         self.actor.eval()
+        self.activate()
         with reference_policy(self.actor):
-            logps, _ = self._logps(env.collate(rows))
+            logps, _ = self._reference_logps(env.collate(rows))
         self.actor.train(was_training)
         sums = logps.sum(-1)
         n = len(rows)

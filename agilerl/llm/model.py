@@ -62,7 +62,9 @@ def load_causal_lm(
     return model.to(device)
 
 
-def add_lora(model: Any, lora_config: Any, *, separate_reference: bool) -> Any:
+def add_lora(
+    model: Any, lora_config: Any, *, separate_reference: bool, adapter_name: str = ACTOR_ADAPTER
+) -> Any:
     """Wrap ``model`` in a ``peft.PeftModel`` with a trainable adapter.
 
     Args:
@@ -70,17 +72,18 @@ def add_lora(model: Any, lora_config: Any, *, separate_reference: bool) -> Any:
         lora_config: A ``peft.LoraConfig``.
         separate_reference: Also add a frozen ``"reference"`` adapter equal to
             the trainable one's initial weights.
+        adapter_name: Name of the trainable adapter.
 
     Returns:
         The ``PeftModel`` with the trainable adapter active.
     """
     from peft import get_peft_model
 
-    peft_model = get_peft_model(model, lora_config, adapter_name=ACTOR_ADAPTER)
+    peft_model = get_peft_model(model, lora_config, adapter_name=adapter_name)
     if separate_reference:
         peft_model.add_adapter(REFERENCE_ADAPTER, lora_config)
-        copy_adapter(peft_model, ACTOR_ADAPTER, REFERENCE_ADAPTER)
-        peft_model.set_adapter(ACTOR_ADAPTER)
+        copy_adapter(peft_model, adapter_name, REFERENCE_ADAPTER)
+        peft_model.set_adapter(adapter_name)
         for name, param in peft_model.named_parameters():
             if f".{REFERENCE_ADAPTER}." in name:
                 param.requires_grad_(False)

@@ -26,8 +26,8 @@ def build_llm_dataset_run(
         ConfigError: If the manifest is not a dataset LLM run or its model path is missing.
     """
     from agilerl.builders.llm import LLMBuilder
-    from agilerl.builders.runtime import AlgorithmBuildRuntime
     from agilerl.llm.datasets import load_dataset_env
+    from agilerl.llm.evolution import population_on_one_base
     from agilerl.llm.model import load_tokenizer
 
     spec = manifest.algorithm
@@ -55,10 +55,9 @@ def build_llm_dataset_run(
         seed=spec.seed,
         base_dir=base_dir,
     )
-    population = [
-        LLMBuilder.build(spec, tokenizer=tokenizer, runtime=AlgorithmBuildRuntime(i, device))
-        for i in range(manifest.training.pop_size)
-    ]
+    population = population_on_one_base(
+        spec, tokenizer, manifest.training.pop_size, device=device, builder=LLMBuilder
+    )
     return population, env
 
 
@@ -87,6 +86,7 @@ def run_llm_dataset(
         evaluation_interval=training.evaluation_interval or 10,
         checkpoint_steps=training.checkpoint_steps,
         checkpoint_export=training.effective_checkpoint_export(),
+        hpo=training.hpo,
         run_dir=run_dir,
         resume=resume,
     )

@@ -23,6 +23,7 @@ from typing import Any
 
 from agilerl.arena.models.training import CheckpointExportSpec
 from agilerl.llm.datasets import LLMDatasetEnv
+from agilerl.llm.evolution import evolve_population
 from agilerl.logging.run_dir import RunDirectory
 from agilerl.training.checkpointing import CheckpointManager, set_rng_state
 from agilerl.training.run_context import RunContext
@@ -72,6 +73,7 @@ def train_llm_dataset(
     evaluation_interval: int = 10,
     checkpoint_steps: int | None = None,
     checkpoint_export: CheckpointExportSpec | None = None,
+    hpo: bool = False,
     run: RunContext | None = None,
     run_dir: str | Path | None = None,
     resume: bool = False,
@@ -88,6 +90,9 @@ def train_llm_dataset(
         evaluation_interval: Batches between held-out evaluations.
         checkpoint_steps: Batches between checkpoints (one more at the end).
         checkpoint_export: Adapter-only or merged exports (default: adapters).
+        hpo: Evolve the population after every evaluation but the last
+            (:func:`~agilerl.llm.evolution.evolve_population`; agents should
+            share one base model, see ``population_on_one_base``).
         run: Run context from the trainer; otherwise one is made for ``run_dir``.
         run_dir: Run directory for metrics and checkpoints when called directly.
         resume: Continue from the newest checkpoint in ``run_dir``.
@@ -152,6 +157,10 @@ def train_llm_dataset(
         context.sinks.log({f"train/{k}": v for k, v in metrics.items()}, done)
         if done % evaluation_interval == 0 or done == total:
             evaluate()
+            if hpo and len(population) > 1 and done < total:
+                lineage = evolve_population(population, fitnesses, seed=seed * 7919 + done)
+                if context.run_dir is not None:
+                    context.run_dir.append_lineage([{"step": done, **row} for row in lineage])
         if context.progress is not None:
             context.progress.update(done)
         stopping = stop_after is not None and done >= stop_after
