@@ -47,3 +47,28 @@ def test_missing_local_model_names_the_fix(compose, tmp_path: Path) -> None:
     manifest = TrainingManifest.from_dict(split_config(cfg)[0])
     with pytest.raises(ConfigError, match="make_tiny_llm"):
         run_llm_dataset(manifest, tmp_path / "run", base_dir=REPO)
+
+
+def test_strategy_loop_takes_the_trainer_call(make_spec, make_env, tokenizer) -> None:
+    from agilerl.arena.models.env import LLMEnvSpec
+    from agilerl.arena.models.training import TrainingSpec
+    from agilerl.builders.llm import LLMBuilder
+    from agilerl.strategies import select_strategy
+    from agilerl.training.run_context import RunContext
+
+    spec = make_spec("SFT", batch_size=4)
+    strategy = select_strategy(spec)
+    training = TrainingSpec(num_epochs=1, evaluation_interval=1, max_steps=2)
+    env_spec = LLMEnvSpec(env_type="dataset", objective="sft", dataset="data/sft.jsonl")
+    kwargs = strategy.get_trainer_kwargs(spec, training=training, env_spec=env_spec)
+    assert kwargs["checkpoint_export"].format == "adapter" and kwargs["hpo"] is False
+    loop = strategy.get_training_loop(spec)
+    env = make_env("sft")
+    env.test.rows = env.test.rows[:4]
+    agent = LLMBuilder.build(spec, tokenizer=tokenizer)
+    run = RunContext.ephemeral()
+    population, fitnesses = loop(
+        [agent], env, max_steps=2, evo_steps=2, env_factory=None, run=run, **kwargs
+    )
+    assert population[0].num_updates == 2 and fitnesses[0] < 0
+    assert run.extra_state["summary"]["status"] == "finished"
