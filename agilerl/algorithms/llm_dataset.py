@@ -378,6 +378,35 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
         self.num_updates = int(state["num_updates"])
         self.fitness = list(state["fitness"])
 
+    def state_dict(self) -> dict[str, Any]:
+        """The checkpoint state (what the trainer's checkpoint manager stores per agent)."""
+        return self.checkpoint_state()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (see :meth:`load_checkpoint_state`)."""
+        self.load_checkpoint_state(state)
+
+    def clone(self, index: int | None = None) -> DatasetLLMAlgorithm:
+        """A copy in population slot ``index``: its own adapter on the same base model.
+
+        Adapter weights, optimizer state, hyperparameters and counters are copied.
+
+        Raises:
+            ValueError: If ``index`` is this agent's slot (the adapter would be shared).
+        """
+        if index is None or int(index) == self.index:
+            raise ValueError("clone needs another population index (each slot has its own adapter)")
+        other = type(self)(
+            self.spec,
+            tokenizer=self.tokenizer,
+            actor_network=self.actor,
+            index=int(index),
+            device=self.device,
+        )
+        other.load_checkpoint_state(copy.deepcopy(self.checkpoint_state()), keep_index=True)
+        other.fitness = list(self.fitness)
+        return other
+
     def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`checkpoint_state` atomically to ``path``."""
         atomic_save(self.checkpoint_state(), path)

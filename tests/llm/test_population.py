@@ -93,3 +93,21 @@ def test_hpo_run_resumes_exactly(tmp_path: Path, make_spec, make_env, tokenizer)
     assert [a.spec for a in straight] == [a.spec for a in resumed]
     a, b = straight[1].trainable_state(), resumed[1].trainable_state()
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_clone_takes_its_own_adapter_on_the_same_base(make_spec, make_env, tokenizer) -> None:
+    from agilerl.builders.llm import LLMBuilder
+
+    env = make_env("sft")
+    agent = LLMBuilder.build(make_spec("SFT", batch_size=4), tokenizer=tokenizer)
+    agent.learn(env.train.rows[:4], env)
+    twin = agent.clone(index=1)
+    assert twin.actor is agent.actor and twin.adapter_name == "agent_1"
+    assert twin.num_updates == agent.num_updates == 1
+    a, b = agent.trainable_state(), twin.trainable_state()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    twin.learn(env.train.rows[4:8], env)
+    assert all(torch.equal(a[k], agent.trainable_state()[k]) for k in a)
+    assert agent.evaluate(env.test.rows[:4], env) != twin.evaluate(env.test.rows[:4], env)
+    with pytest.raises(ValueError, match="another population index"):
+        agent.clone()
