@@ -110,12 +110,31 @@ def _rename(rows: list[dict[str, Any]], columns: dict[str, str] | None) -> list[
     return [{columns.get(k, k): v for k, v in row.items()} for row in rows]
 
 
+def _turn_order(key: str) -> int:
+    role, _, index = key.rpartition("_")
+    if not role or not index.isdigit():
+        raise ConfigError(
+            [
+                Problem(
+                    f"environment.prompt_template.{key}", "keys are '<role>_<index>', e.g. user_0"
+                )
+            ]
+        )
+    return int(index)
+
+
 def _messages(row: dict[str, Any], prompt_column: str, template: dict[str, str] | None) -> list:
     if template:
-        turns = sorted(template.items(), key=lambda kv: int(kv[0].rsplit("_", 1)[1]))
-        return [
-            {"role": key.rsplit("_", 1)[0], "content": text.format(**row)} for key, text in turns
-        ]
+        turns = sorted(template.items(), key=lambda kv: _turn_order(kv[0]))
+        try:
+            return [
+                {"role": key.rsplit("_", 1)[0], "content": text.format(**row)}
+                for key, text in turns
+            ]
+        except KeyError as exc:
+            raise ConfigError(
+                [Problem("environment.prompt_template", f"no column {exc} in the dataset rows")]
+            ) from None
     return [{"role": "user", "content": str(row[prompt_column])}]
 
 

@@ -100,3 +100,15 @@ def test_missing_column_names_the_fix(tmp_path: Path, make_env) -> None:
         make_env("sft", dataset=str(tmp_path / "nope.jsonl"))
     with pytest.raises(ConfigError, match=r"\.jsonl, \.json, \.csv or \.parquet"):
         make_env("sft", dataset=str(tmp_path / "rows.txt"))
+
+
+def test_prompt_template_builds_the_turns(make_env, tokenizer) -> None:
+    template = {"system_0": "Answer briefly.", "user_1": "Question: {prompt}"}
+    env = make_env("sft", prompt_template=template)
+    prompt = tokenizer.decode(env.train.rows[0].prompt_ids)
+    assert prompt.startswith("<|im_start|>system\nAnswer briefly.<|im_end|>\n<|im_start|>user\n")
+    assert "Question: " + env.raw_train[0]["prompt"] in prompt
+    with pytest.raises(ConfigError, match="user_0"):
+        make_env("sft", prompt_template={"user": "{prompt}"})
+    with pytest.raises(ConfigError, match="no column 'question'"):
+        make_env("sft", prompt_template={"user_0": "{question}"})
