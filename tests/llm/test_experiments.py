@@ -66,7 +66,10 @@ def test_strategy_loop_takes_the_trainer_call(make_spec, make_env, tokenizer) ->
     env = make_env("sft")
     env.test.rows = env.test.rows[:4]
     agent = LLMBuilder.build(spec, tokenizer=tokenizer)
+    from agilerl.logging.progress import TrainingProgress
+
     run = RunContext.ephemeral()
+    run.progress = TrainingProgress(2, "sft", enabled=False)
     population, fitnesses = loop(
         [agent], env, max_steps=2, evo_steps=2, env_factory=None, run=run, **kwargs
     )

@@ -146,7 +146,7 @@ def train_llm_dataset(
         best = rows[max(range(len(rows)), key=lambda j: rows[j]["fitness"])]
         context.sinks.log({f"eval/{k}": float(v) for k, v in best.items() if k != "agent"}, done)
 
-    started = time.perf_counter()
+    started, start_done = time.perf_counter(), done
     while done < total:
         epoch, cursor = divmod(done, per_epoch)
         order = env.order(epoch, seed)
@@ -162,7 +162,8 @@ def train_llm_dataset(
                 if context.run_dir is not None:
                     context.run_dir.append_lineage([{"step": done, **row} for row in lineage])
         if context.progress is not None:
-            context.progress.update(done)
+            rows_per_second = (done - start_done) * batch_size / (time.perf_counter() - started)
+            context.progress.update(done, rows_per_second)
         stopping = stop_after is not None and done >= stop_after
         stopping = stopping or context.stop_requested is not None or context.out_of_time()
         if (checkpoint_steps and done % checkpoint_steps == 0) or stopping or done == total:
