@@ -19,6 +19,7 @@ import copy
 import itertools
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -43,6 +44,33 @@ from agilerl.llm.model import (
 
 CHECKPOINT_FORMAT = "agilerl.llm_dataset"
 CHECKPOINT_VERSION = 1
+
+
+# Spec fields for GPU-scale runs that this CPU/single-process implementation does not act on.
+_NOT_USED_HERE = (
+    "fsdp",
+    "quantization",
+    "use_liger_kernel",
+    "use_mamba_kernels",
+    "activation_offload",
+    "moe_lora_recompute",
+    "chunk_rows",
+    "lora_target_scope",
+)
+
+
+def _warn_unused(spec: LLMAlgorithmSpec) -> None:
+    unused = [
+        k
+        for k in _NOT_USED_HERE
+        if k in spec.model_fields_set and getattr(spec, k) not in (None, False)
+    ]
+    if unused:
+        warnings.warn(
+            f"{spec.name} ignores algorithm.{', algorithm.'.join(unused)} in this version",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def _chunks(items: list[Any], size: int) -> list[list[Any]]:
@@ -85,6 +113,7 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
             raise ValueError(f"{type(self).__name__} needs a tokenizer")
         self.spec = spec
         self.tokenizer = tokenizer
+        _warn_unused(spec)
         self.adapter_name = ACTOR_ADAPTER if index == 0 else f"agent_{index}"
         seed_everything(spec.seed + index)
         self.actor = actor_network if actor_network is not None else self._load_actor()
@@ -133,6 +162,10 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
     def _ensure_adapter(self) -> None:
         """Add this slot's adapter to a shared LoRA model that lacks it."""
         if not self.is_peft or self.adapter_name in self.actor.peft_config:
+            return
+        if self.index == 0:
+            # A user's pre-built adapter under another name is the one to train.
+            self.adapter_name = self.actor.active_adapter
             return
         config = next(c for n, c in self.actor.peft_config.items() if n != REFERENCE_ADAPTER)
         self.actor.add_adapter(self.adapter_name, config)

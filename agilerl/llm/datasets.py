@@ -145,7 +145,19 @@ def render_prompt(tokenizer: Any, messages: list[dict[str, str]]) -> str:
     return "\n".join(m["content"] for m in messages) + "\n"
 
 
-def _completion_ids(tokenizer: Any, text: str) -> list[int]:
+def _completion_ids(
+    tokenizer: Any, messages: list[dict[str, str]], prompt_text: str, text: str
+) -> list[int]:
+    """Tokens of the assistant turn as the chat template renders it (end-of-turn included).
+
+    Without a chat template (or one that re-renders the prompt differently
+    once an answer follows) the completion is the text plus the EOS token.
+    """
+    if getattr(tokenizer, "chat_template", None):
+        turn = {"role": "assistant", "content": str(text)}
+        full = tokenizer.apply_chat_template([*messages, turn], tokenize=False)
+        if full.startswith(prompt_text) and len(full) > len(prompt_text):
+            return tokenizer(full[len(prompt_text) :], add_special_tokens=False)["input_ids"]
     ids = tokenizer(str(text), add_special_tokens=False)["input_ids"]
     return [*ids, tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else ids
 
@@ -190,14 +202,13 @@ def tokenise_rows(
     split = DatasetSplit(rows=[])
     for i, row in enumerate(rows):
         messages, texts = _split_row(row, objective, spec, f"{spec.name}[row {i}]")
-        prompt_ids = tokenizer(render_prompt(tokenizer, messages), add_special_tokens=False)[
-            "input_ids"
-        ]
+        prompt_text = render_prompt(tokenizer, messages)
+        prompt_ids = tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
         if len(prompt_ids) >= max_model_len:
             split.dropped += 1
             continue
         room = max_model_len - len(prompt_ids)
-        completions = [_completion_ids(tokenizer, t) for t in texts]
+        completions = [_completion_ids(tokenizer, messages, prompt_text, t) for t in texts]
         if any(len(c) > room for c in completions):
             split.truncated += 1
             completions = [c[:room] for c in completions]

@@ -3,7 +3,7 @@
 Both train the same LoRA adapter (r=8, alpha=16, all linear layers, no
 dropout) on the same tiny Llama model, the same sample rows (data/), the same
 train/test split, batch size, number of steps, learning rate (constant, AdamW
-with weight decay 0.01), gradient clipping at 1.0 and one torch thread. The
+with weight decay 0.01), gradient clipping at 1.0, float32 and one torch thread. The
 held-out metrics of both final models are computed by the same code
 (agilerl's evaluation), so they compare like for like. Tokens/s counts the
 prompt and completion tokens of the rows trained on (the same for both) per
@@ -140,6 +140,8 @@ def run_trl(name: str, model_dir: Path, tokenizer: Any, env: Any, batch: int, st
         "dataloader_num_workers": 0,
         "gradient_checkpointing": False,
         "max_length": MAX_LEN,
+        # TRL's configs default to bf16 autocast, even on CPU; agilerl trains in float32.
+        "bf16": False,
     }
     lora = to_peft_lora(LORA)
     model = load_causal_lm(model_dir)

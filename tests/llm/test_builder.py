@@ -109,3 +109,8 @@ def test_full_finetuning_dpo_asks_for_lora(make_spec, tokenizer) -> None:
 
     with pytest.raises(ConfigError, match="lora_config"):
         LLMBuilder.build(make_spec("DPO", lora_config=None), tokenizer=tokenizer)
+
+
+def test_gpu_scale_settings_warn_that_they_are_ignored(make_spec, tokenizer) -> None:
+    with pytest.warns(UserWarning, match=r"algorithm\.fsdp"):
+        LLMBuilder.build(make_spec("SFT", fsdp=True), tokenizer=tokenizer)

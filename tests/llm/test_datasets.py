@@ -20,7 +20,8 @@ def test_sft_env_splits_and_masks_the_response(make_env, tokenizer) -> None:
     row, raw = env.train.rows[0], env.raw_train[0]
     masked = batch["input_ids"][0][batch["loss_mask"][0].bool()].tolist()
     assert masked == row.completions[0]
-    assert tokenizer.decode(masked) == raw["response"] + tokenizer.eos_token
+    # The assistant turn as the chat template renders it: answer, end of turn, newline.
+    assert tokenizer.decode(masked) == raw["response"] + "<|im_end|>\n"
     prompt = tokenizer.decode(row.prompt_ids)
     assert prompt.startswith("<|im_start|>user\n" + raw["prompt"])
     assert prompt.endswith("<|im_start|>assistant\n")
@@ -76,16 +77,16 @@ def test_chat_messages_rows(tmp_path: Path, make_env, tokenizer) -> None:
 
 def test_truncation_is_counted(make_env) -> None:
     full = make_env("sft", max_model_len=128)
-    env = make_env("sft", max_model_len=28)
+    env = make_env("sft", max_model_len=29)
     longest = max(
         len(r.prompt_ids) + len(r.completions[0]) for r in full.train.rows + full.test.rows
     )
-    assert longest > 28
+    assert longest > 29
     expected = sum(
-        len(r.prompt_ids) + len(r.completions[0]) > 28 for r in full.train.rows + full.test.rows
+        len(r.prompt_ids) + len(r.completions[0]) > 29 for r in full.train.rows + full.test.rows
     )
     assert 0 < env.truncated == expected < 300
-    assert all(len(r.prompt_ids) + len(r.completions[0]) <= 28 for r in env.train.rows)
+    assert all(len(r.prompt_ids) + len(r.completions[0]) <= 29 for r in env.train.rows)
     # Every prompt of the sample data is 22 tokens: nothing is left to learn from.
     with pytest.raises(ConfigError, match="max_context_length"):
         make_env("sft", max_model_len=22)
