@@ -114,3 +114,19 @@ def test_full_finetuning_dpo_asks_for_lora(make_spec, tokenizer) -> None:
 def test_gpu_scale_settings_warn_that_they_are_ignored(make_spec, tokenizer) -> None:
     with pytest.warns(UserWarning, match=r"algorithm\.fsdp"):
         LLMBuilder.build(make_spec("SFT", fsdp=True), tokenizer=tokenizer)
+
+
+def test_mini_batches_and_update_epochs_set_the_optimizer_steps(
+    make_spec, make_env, tokenizer
+) -> None:
+    env = make_env("preference")
+    spec = make_spec("DPO", batch_size=8, mini_batch_size=4, micro_batch_size_per_gpu=2)
+    algo = LLMBuilder.build(spec.model_copy(update={"update_epochs": 2}), tokenizer=tokenizer)
+    calls = []
+    prepare = algo.prepare
+    algo.prepare = lambda rows, env: calls.append(len(rows)) or prepare(rows, env)
+    metrics = algo.learn(env.train.rows[:8], env)
+    assert algo.num_updates == 4 and algo.steps == 8
+    # Reference log-probs: one pass over the whole batch, before the first update.
+    assert calls == [8]
+    assert metrics["reward_accuracy"] > 0
