@@ -8,6 +8,7 @@ trainable adapter's initial weights (``use_separate_reference_adapter``).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -188,18 +189,34 @@ def sequence_logprobs(
         fp32: Compute the log-softmax in float32.
 
     Returns:
-        ``(token_logps, mask)``, both ``(B, T-1)``; ``token_logps`` is 0 where ``mask`` is 0.
+        ``(token_logps, mask)``, both ``(B, K)``: the last ``K <= T-1`` target
+        positions, from the first one any row's ``loss_mask`` selects (the
+        language-model head runs only there); ``token_logps`` is 0 where
+        ``mask`` is 0.
     """
     kwargs: dict[str, Any] = {"input_ids": input_ids, "attention_mask": attention_mask}
     if position_ids:
         kwargs["position_ids"] = position_ids_from_mask(attention_mask)
-    logits = model(**kwargs, use_cache=False).logits[:, :-1]
+    targets_mask = loss_mask[:, 1:]
+    wanted = targets_mask.any(0).nonzero()
+    first = int(wanted[0]) if len(wanted) else 0
+    keep = targets_mask.shape[1] - first
+    if _takes_logits_to_keep(model):
+        # Logits of the kept positions plus the last one (which predicts nothing).
+        logits = model(**kwargs, use_cache=False, logits_to_keep=keep + 1).logits[:, :-1]
+    else:
+        logits = model(**kwargs, use_cache=False).logits[:, first:-1]
     if fp32:
         logits = logits.float()
-    targets = input_ids[:, 1:]
+    targets = input_ids[:, 1 + first :]
     # cross_entropy avoids materialising a second (B, T, V) log-softmax tensor.
     logps = -torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none"
     ).view(targets.shape)
-    mask = loss_mask[:, 1:].to(logps.dtype)
+    mask = targets_mask[:, first:].to(logps.dtype)
     return logps * mask, mask
+
+
+def _takes_logits_to_keep(model: Any) -> bool:
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "logits_to_keep" in inspect.signature(base.forward).parameters
