@@ -89,3 +89,20 @@ class LLMDatasetStrategy(LLMStrategy):
     default_loop: ClassVar[str | TrainingLoop | None] = (
         "agilerl.training.llm.train_llm_dataset:train_llm_dataset"
     )
+
+    def get_trainer_kwargs(
+        self,
+        spec: AlgorithmSpec,
+        *,
+        training: TrainingSpec,
+        env_spec: EnvSpecBase,
+        memory: Any = None,
+        n_step_memory: Any = None,
+    ) -> dict[str, Any]:
+        """The shared LLM kwargs plus checkpoint export and the adapter-population HPO switch."""
+        kwargs = super().get_trainer_kwargs(
+            spec, training=training, env_spec=env_spec, memory=memory, n_step_memory=n_step_memory
+        )
+        kwargs["checkpoint_export"] = training.effective_checkpoint_export()
+        kwargs["hpo"] = training.hpo
+        return kwargs
