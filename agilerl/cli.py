@@ -62,15 +62,20 @@ def _paradigm(spec_cls: type) -> tuple[str, str]:
 
 
 def _algorithms() -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from agilerl.arena.models.registry import MANIFEST_REGISTRY
+    from agilerl.logging.console import console
 
     table = Table(title="Registered algorithms")
-    for column in ("name", "paradigm", "training loop", "env", "key defaults"):
+    for column in ("name", "also", "paradigm", "training loop", "env", "key defaults"):
         table.add_column(column)
+    names_of: dict[type, list[str]] = {}
     for name, spec_cls in MANIFEST_REGISTRY.items():
+        names_of.setdefault(spec_cls, []).append(name)
+    for spec_cls, names in sorted(names_of.items(), key=lambda item: item[1][0]):
+        # the spelling without spaces is the one conf/algorithm uses; others are aliases
+        names.sort(key=lambda n: (" " in n, n))
         paradigm, loop = _paradigm(spec_cls)
         fields = spec_cls.model_fields
         keys = [
@@ -81,8 +86,15 @@ def _algorithms() -> int:
         defaults = ", ".join(
             f"{k}={'required' if fields[k].is_required() else fields[k].default}" for k in keys
         )
-        table.add_row(name, paradigm, loop, spec_cls.env_type, defaults)
-    Console(width=None if sys.stdout.isatty() else 160).print(table)
+        table.add_row(
+            names[0],
+            ", ".join(repr(n) for n in names[1:]),
+            paradigm,
+            loop,
+            spec_cls.env_type,
+            defaults,
+        )
+    console().print(table)
     return 0
 
 

@@ -8,12 +8,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
 from agilerl.arena.models.errors import ConfigError
 from agilerl.launch.ledger import FINAL_STATES, JobRecord, Ledger
+from agilerl.logging.console import console as make_console
 
 _STATE_STYLE = {
     "completed": "green",
@@ -62,7 +62,7 @@ def status_table(jobs: list[JobRecord], title: str) -> Table:
 def show_status(sweep_dir: str | Path, watch: float | None = None) -> int:
     """Print the status table (refreshing every ``watch`` seconds until every job ends)."""
     ledger = _ledger(sweep_dir)
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    console = make_console()
     if not watch:
         console.print(status_table(ledger.jobs(), str(sweep_dir)))
         return 0
@@ -102,7 +102,7 @@ def show_summary(sweep_dir: str | Path, plot: bool = True) -> int:
     scored = sorted(
         (j for j in jobs if j.best_fitness is not None), key=lambda j: j.best_fitness, reverse=True
     )
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    console = make_console()
     table = Table(title=f"{sweep_dir}: jobs ranked by best fitness")
     for column in ("rank", "best fitness", "state", "wall s", "overrides"):
         table.add_column(column, overflow="fold")
