@@ -30,6 +30,7 @@ from agilerl.launch.options import LoggerOptions
 from agilerl.logging.loggers import FanOut, MetricSink, TensorBoardSink, WandbSink
 from agilerl.logging.progress import TrainingProgress
 from agilerl.logging.run_dir import RunDirectory
+from agilerl.logging.run_end import render_run_end
 from agilerl.strategies import select_strategy
 from agilerl.training.checkpointing import CheckpointManager, set_rng_state
 from agilerl.training.run_context import RunContext, finite_or_none
@@ -410,30 +411,40 @@ class LocalTrainer:
         total = int(summary.get("total_steps", 0))
         wall = context.elapsed()
         latest = context.checkpoints.latest_dir() if context.checkpoints else None
-        run_dir.write_summary(
-            {
-                "algorithm": self.spec.name,
-                "env": getattr(self.manifest.environment, "name", None),
-                "total_steps": total,
-                "wall_seconds": round(wall, 3),
-                "steps_per_second": round(total / wall, 1) if wall > 0 else None,
-                "best_fitness": finite_or_none(summary.get("best_fitness")),
-                "final_fitness": finite_or_none(summary.get("final_fitness")),
-                "solved_at_step": summary.get("solved_at_step"),
-                "pop_size": self.manifest.training.pop_size,
-                "seed": self.seed,
-                "status": summary.get("status", "failed"),
-                "checkpoint": str(latest) if latest else None,
-                "run_dir": str(run_dir.path),
-                "host": {
-                    "hostname": socket.gethostname(),
-                    "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-                    "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-                },
-            }
-        )
+        record = {
+            "algorithm": self.spec.name,
+            "env": getattr(self.manifest.environment, "name", None),
+            "total_steps": total,
+            "wall_seconds": round(wall, 3),
+            "steps_per_second": round(total / wall, 1) if wall > 0 else None,
+            "best_fitness": finite_or_none(summary.get("best_fitness")),
+            "final_fitness": finite_or_none(summary.get("final_fitness")),
+            "final_fitness_std": finite_or_none(summary.get("final_fitness_std")),
+            "eval_episodes": summary.get("eval_episodes"),
+            "solved_at_step": summary.get("solved_at_step"),
+            "pop_size": self.manifest.training.pop_size,
+            "seed": self.seed,
+            "status": summary.get("status", "failed"),
+            "checkpoint": str(latest) if latest else None,
+            "run_dir": str(run_dir.path),
+            "host": {
+                "hostname": socket.gethostname(),
+                "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            },
+        }
+        run_dir.write_summary(record)
         run_dir.plot_population()
         run_dir.plot_learning_curve(
             f"{self.spec.name} on {getattr(self.manifest.environment, 'name', '')}",
             self.manifest.training.target_score,
         )
+        if self.verbose:
+            print(
+                render_run_end(
+                    record,
+                    max_steps=self.manifest.training.max_steps,
+                    target=self.manifest.training.target_score,
+                ),
+                flush=True,
+            )

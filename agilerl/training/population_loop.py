@@ -61,6 +61,7 @@ class PopulationLoop:
             "next_checkpoint", self._after(self.env_steps, checkpoint_every)
         )
         self.status: str | None = None
+        self.last_eval: dict[int, tuple[float | None, int | None]] = {}
         self.last_checkpoint_step: int | None = None
         self._start_time = time.perf_counter()
         self._start_steps = self.env_steps
@@ -144,8 +145,12 @@ class PopulationLoop:
             self.best_fitness = (
                 best_now if self.best_fitness is None else max(self.best_fitness, best_now)
             )
+        spread = [(extra.get("eval_std"), extra.get("eval_episodes")) for extra in details]
+        self.last_eval = {
+            int(agent.index): stats for agent, stats in zip(self.population, spread, strict=True)
+        }
         if self.run.progress is not None:
-            self.run.progress.evaluation(total, fitness, self.steps_per_second())
+            self.run.progress.evaluation(total, fitness, self.steps_per_second(), spread=spread)
         if self.target is not None and best_now >= self.target:
             if self.solved_at_step is None:
                 self.solved_at_step = total
@@ -235,11 +240,19 @@ class PopulationLoop:
         self.finished()
         if self.last_checkpoint_step != self.env_steps:
             self.save_checkpoint()
-        finals = [agent.fitness[-1] for agent in self.population if agent.fitness]
+        finals = [agent.fitness[-1] if agent.fitness else -math.inf for agent in self.population]
+        best_slot = max(range(len(finals)), key=finals.__getitem__) if finals else None
+        std, episodes = (
+            self.last_eval.get(int(self.population[best_slot].index), (None, None))
+            if best_slot is not None
+            else (None, None)
+        )
         self.run.extra_state["summary"] = {
             "total_steps": self.env_steps,
             "best_fitness": self.best_fitness,
-            "final_fitness": max(finals) if finals else None,
+            "final_fitness": finals[best_slot] if best_slot is not None else None,
+            "final_fitness_std": std,
+            "eval_episodes": episodes,
             "solved_at_step": self.solved_at_step,
             "status": self.status or "completed",
         }
