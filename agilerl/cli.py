@@ -113,7 +113,11 @@ def _evaluate(args: argparse.Namespace) -> int:
         device=args.device,
     )
     print(f"checkpoint: {result.checkpoint}")
-    print(f"episodes: {len(result.returns)}  mean return: {result.mean:.2f}  std: {result.std:.2f}")
+    from agilerl.logging.stats import summarise
+
+    stats = summarise(result.returns)
+    print(f"episodes: {stats.n}  return: {stats.render()}")
+    print(f"min {min(result.returns):.2f}  max {max(result.returns):.2f}")
     if result.video:
         print(f"video: {result.video}")
     return 0
