@@ -29,6 +29,7 @@ from omegaconf import OmegaConf
 
 from agilerl.arena.models.errors import EXIT_USER_ERROR, ConfigError
 from agilerl.launch.ledger import Ledger, job_key
+from agilerl.launch.slurm_check import check_partition, sbatch_refusal
 from agilerl.launch.sweep import plan_sweep, render_plan
 
 
@@ -127,7 +128,20 @@ class _ValidatingSubmitit(BaseSubmititLauncher):
             )
             for n, (_num, overrides) in enumerate(to_run)
         ]
-        jobs = executor.map_array(self, *zip(*args, strict=True))
+        partition = params.get("partition")
+        try:
+            if self._EXECUTOR == "slurm":
+                check_partition(partition)
+            jobs = executor.map_array(self, *zip(*args, strict=True))
+        except ConfigError as error:
+            print(error.render(), file=sys.stderr)
+            sys.exit(EXIT_USER_ERROR)
+        except Exception as exc:  # submitit re-raises sbatch's refusal with its output
+            error = sbatch_refusal(exc, partition)
+            if error is None:
+                raise
+            print(error.render(), file=sys.stderr)
+            sys.exit(EXIT_USER_ERROR)
         for job, (_num, overrides) in zip(jobs, to_run, strict=True):
             ledger.append(
                 key=job_key(overrides), overrides=overrides, state="pending", job_id=str(job.job_id)
