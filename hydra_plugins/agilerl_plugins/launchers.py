@@ -178,12 +178,15 @@ def wait_with_progress(
     state) and from submitit (a job that died without writing its end).
     """
     keys = [job_key(o) for o in overrides]
+    common = set.intersection(*(set(o) for o in overrides)) if overrides else set()
+    labels = [" ".join(x for x in o if x not in common) or " ".join(o) for o in overrides]
     shown: dict[str, str] = {}
     while True:
         records = {r.key: r for r in ledger.jobs(reconcile=False)}
         ended = [job.done() for job in jobs]
         finished = sum(ended)
         for num, (job, key, over) in enumerate(zip(jobs, keys, ended, strict=True)):
+            label = labels[num]
             record = records.get(key)
             state = record.state if record is not None else "pending"
             if over and state in ("pending", "running"):
@@ -200,7 +203,7 @@ def wait_with_progress(
                 if record.wall_seconds is not None:
                     detail += f", {record.wall_seconds:.1f} s"
             counter = f"  ({finished}/{len(jobs)} done)" if over else ""
-            say(f"job {num} [{key}] ({job.job_id}): {state}{detail}{counter}")
+            say(f"job {num} [{label}] ({job.job_id}): {state}{detail}{counter}")
         if finished == len(jobs):
             return
         time.sleep(poll_s)
