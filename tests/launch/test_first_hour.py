@@ -180,6 +180,7 @@ def test_sweep_summary_aggregates_seeds(tmp_path: Path) -> None:
 
 
 # --- 5. sweeps: per-job progress, and a rerun says what it skips ---------------------------
+@pytest.mark.slow
 def test_local_launcher_shows_each_job_and_a_rerun_says_it_skips(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     first = multirun(sweep, "hydra/launcher=local", "seed=0,1", *QUICK)
