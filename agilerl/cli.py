@@ -38,16 +38,22 @@ def _schema(indent: int) -> int:
 
 
 def _algorithms() -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from agilerl.arena.models.registry import MANIFEST_REGISTRY
+    from agilerl.logging.console import console
     from agilerl.strategies import strategy_for
 
     table = Table(title="Registered algorithms")
-    for column in ("name", "paradigm", "training loop", "trains", "env", "key defaults"):
+    columns = ("name", "also", "paradigm", "training loop", "trains", "env", "key defaults")
+    for column in columns:
         table.add_column(column)
+    names_of: dict[type, list[str]] = {}
     for name, spec_cls in MANIFEST_REGISTRY.items():
+        names_of.setdefault(spec_cls, []).append(name)
+    for spec_cls, names in sorted(names_of.items(), key=lambda item: item[1][0]):
+        # the spelling without spaces is the one conf/algorithm uses; others are aliases
+        names.sort(key=lambda n: (" " in n, n))
         strategy = strategy_for(spec_cls)
         # read from the paradigm's strategy, so it changes when a paradigm lands
         try:
@@ -66,9 +72,15 @@ def _algorithms() -> int:
             f"{k}={'required' if fields[k].is_required() else fields[k].default}" for k in keys
         )
         table.add_row(
-            name, strategy.paradigm, strategy.loop_name, trains, spec_cls.env_type, defaults
+            names[0],
+            ", ".join(repr(n) for n in names[1:]),
+            strategy.paradigm,
+            strategy.loop_name,
+            trains,
+            spec_cls.env_type,
+            defaults,
         )
-    Console(width=None if sys.stdout.isatty() else 180).print(table)
+    console().print(table)
     return 0
 
 
@@ -87,7 +99,11 @@ def _evaluate(args: argparse.Namespace) -> int:
         device=args.device,
     )
     print(f"checkpoint: {result.checkpoint}")
-    print(f"episodes: {len(result.returns)}  mean return: {result.mean:.2f}  std: {result.std:.2f}")
+    from agilerl.logging.stats import summarise
+
+    stats = summarise(result.returns)
+    print(f"episodes: {stats.n}  return: {stats.render()}")
+    print(f"min {min(result.returns):.2f}  max {max(result.returns):.2f}")
     if result.video:
         print(f"video: {result.video}")
     return 0

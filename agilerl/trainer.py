@@ -30,6 +30,7 @@ from agilerl.launch.options import LoggerOptions
 from agilerl.logging.loggers import FanOut, MetricSink, TensorBoardSink, WandbSink
 from agilerl.logging.progress import TrainingProgress
 from agilerl.logging.run_dir import RunDirectory
+from agilerl.logging.run_end import render_run_end
 from agilerl.strategies import PopulationRuntime, select_strategy
 from agilerl.training.checkpointing import CheckpointManager, ResumeState, set_rng_state
 from agilerl.training.results import LoopResult
@@ -356,33 +357,43 @@ class LocalTrainer:
         total = result.total_steps
         wall = context.elapsed()
         latest = context.checkpoints.latest_dir() if context.checkpoints else None
-        run_dir.write_summary(
-            {
-                "algorithm": self.spec.name,
-                "env": getattr(self.manifest.environment, "name", None),
-                "total_steps": total,
-                "wall_seconds": round(wall, 3),
-                "steps_per_second": round(total / wall, 1) if wall > 0 else None,
-                "best_fitness": finite_or_none(result.best_fitness),
-                "final_fitness": finite_or_none(result.final_fitness),
-                "solved_at_step": result.solved_at_step,
-                "pop_size": self.manifest.training.pop_size,
-                "seed": self.seed,
-                "status": result.status,
-                "checkpoint": str(latest) if latest else None,
-                "run_dir": str(run_dir.path),
-                "host": {
-                    "hostname": socket.gethostname(),
-                    "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-                    "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-                },
-            }
-        )
+        record = {
+            "algorithm": self.spec.name,
+            "env": getattr(self.manifest.environment, "name", None),
+            "total_steps": total,
+            "wall_seconds": round(wall, 3),
+            "steps_per_second": round(total / wall, 1) if wall > 0 else None,
+            "best_fitness": finite_or_none(result.best_fitness),
+            "final_fitness": finite_or_none(result.final_fitness),
+            "final_fitness_std": finite_or_none(result.final_fitness_std),
+            "eval_episodes": result.eval_episodes,
+            "solved_at_step": result.solved_at_step,
+            "pop_size": self.manifest.training.pop_size,
+            "seed": self.seed,
+            "status": result.status,
+            "checkpoint": str(latest) if latest else None,
+            "run_dir": str(run_dir.path),
+            "host": {
+                "hostname": socket.gethostname(),
+                "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            },
+        }
+        run_dir.write_summary(record)
         run_dir.plot_population()
         run_dir.plot_learning_curve(
             f"{self.spec.name} on {getattr(self.manifest.environment, 'name', '')}",
             self.manifest.training.target_score,
         )
+        if self.verbose:
+            print(
+                render_run_end(
+                    record,
+                    max_steps=self.manifest.training.max_steps,
+                    target=self.manifest.training.target_score,
+                ),
+                flush=True,
+            )
 
 
 def _failed(context: RunContext) -> LoopResult:

@@ -5,21 +5,32 @@
 #   scripts/slurm_local_cluster.sh install   # apt packages (slurm, munge, slurmdbd, mariadb)
 #   scripts/slurm_local_cluster.sh start     # idempotent; waits until jobs can run
 #   scripts/slurm_local_cluster.sh status
-#   scripts/slurm_local_cluster.sh stop      # cancels jobs, stops every daemon
+#   scripts/slurm_local_cluster.sh ports     # the ports it uses (chosen free at first use)
+#   scripts/slurm_local_cluster.sh stop      # cancels its jobs, stops the daemons it started
 #   eval "$(scripts/slurm_local_cluster.sh env)"   # export SLURM_CONF for sbatch/squeue/sacct
 #
-# Everything lives under $AGILERL_SLURM_DIR (default /tmp/agilerl-slurm): configs,
-# state, logs, the accounting database. Partitions: `debug` (default) and `urgent`
-# (higher priority tier: its jobs preempt and requeue `debug` jobs). The node has
-# 8 job slots and 2 fake GPUs (gpus_per_node reaches jobs as CUDA_VISIBLE_DEVICES).
+# Environment variables:
+#   AGILERL_SLURM_DIR       where everything lives: configs, state, logs, pid files, the
+#                           accounting database (default /tmp/agilerl-slurm-<user>). Two
+#                           clusters on one machine need two directories.
+#   AGILERL_SLURM_DB_PORT   MariaDB port (default: a free port from 3307 up)
+#   AGILERL_SLURM_PORT      first of the three SLURM ports: slurmctld, slurmd, slurmdbd
+#                           (default: three free ports from 6817 up)
+# The ports are chosen at the first start and kept in $AGILERL_SLURM_DIR/ports, so a
+# restart reuses them. `stop` stops only the processes whose pid files this script
+# wrote (and job steps of its own slurmd); munged is a system daemon and is left running.
+#
+# Partitions: `debug` (default) and `urgent` (higher priority tier: its jobs preempt
+# and requeue `debug` jobs). The node has 8 job slots and 2 fake GPUs (gpus_per_node
+# reaches jobs as CUDA_VISIBLE_DEVICES).
 set -euo pipefail
 
-DIR="${AGILERL_SLURM_DIR:-/tmp/agilerl-slurm}"
+DIR="${AGILERL_SLURM_DIR:-/tmp/agilerl-slurm-$(id -un)}"
 ETC="$DIR/etc"
 LOG="$DIR/log"
 RUN="$DIR/run"
-DB_PORT="${AGILERL_SLURM_DB_PORT:-3307}"
 DB_SOCK="$RUN/mariadb.sock"
+PORTS="$DIR/ports"
 export SLURM_CONF="$ETC/slurm.conf"
 
 die() { echo "slurm_local_cluster: error: $*" >&2; exit 1; }
@@ -42,6 +53,42 @@ wait_for() {
 pid_alive() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# free_port FROM [EXCLUDED...]: the first port >= FROM nobody listens on (and not excluded)
+free_port() {
+  local port=$1; shift
+  while port_busy "$port" || [[ " $* " == *" $port "* ]]; do port=$((port + 1)); done
+  echo "$port"
+}
+
+# choose_ports: read $PORTS, or pick free ones (honouring the variables) and write it
+choose_ports() {
+  mkdir -p "$DIR"
+  if [[ -f "$PORTS" ]]; then
+    # shellcheck disable=SC1090
+    source "$PORTS"
+    local name
+    for name in mariadb slurmdbd slurmctld slurmd; do
+      pid_alive "$RUN/$name.pid" && return  # running: keep its ports
+    done
+    if ! port_busy "$DB_PORT" && ! port_busy "$CTLD_PORT" && ! port_busy "$SLURMD_PORT" \
+      && ! port_busy "$DBD_PORT"; then
+      return
+    fi
+    say "a port in $PORTS is taken now; choosing free ones"
+  fi
+  DB_PORT="${AGILERL_SLURM_DB_PORT:-$(free_port 3307)}"
+  local base="${AGILERL_SLURM_PORT:-6817}"
+  if [[ -n "${AGILERL_SLURM_PORT:-}" ]]; then
+    CTLD_PORT=$base; SLURMD_PORT=$((base + 1)); DBD_PORT=$((base + 2))
+  else
+    CTLD_PORT=$(free_port "$base")
+    SLURMD_PORT=$(free_port $((CTLD_PORT + 1)))
+    DBD_PORT=$(free_port $((SLURMD_PORT + 1)))
+  fi
+  printf 'DB_PORT=%s\nCTLD_PORT=%s\nSLURMD_PORT=%s\nDBD_PORT=%s\n' \
+    "$DB_PORT" "$CTLD_PORT" "$SLURMD_PORT" "$DBD_PORT" >"$PORTS"
+}
 
 cmd_install() {
   local missing=()
@@ -78,7 +125,9 @@ TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
-AccountingStoragePort=6819
+AccountingStoragePort=$DBD_PORT
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$SLURMD_PORT
 JobCompType=jobcomp/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
@@ -104,7 +153,7 @@ CONF
 AuthType=auth/munge
 DbdHost=localhost
 DbdAddr=127.0.0.1
-DbdPort=6819
+DbdPort=$DBD_PORT
 SlurmUser=root
 StorageType=accounting_storage/mysql
 StorageHost=127.0.0.1
@@ -132,7 +181,7 @@ start_munge() {
 
 start_mariadb() {
   if [[ -S "$DB_SOCK" ]] && pid_alive "$RUN/mariadb.pid"; then return; fi
-  port_busy "$DB_PORT" && die "port $DB_PORT is taken (set AGILERL_SLURM_DB_PORT to a free port)"
+  port_busy "$DB_PORT" && die "port $DB_PORT (mariadb) is taken; set AGILERL_SLURM_DB_PORT (or remove $PORTS)"
   if [[ ! -d "$DIR/mysql/mysql" ]]; then
     mariadb-install-db --no-defaults --datadir="$DIR/mysql" --user=root \
       --auth-root-authentication-method=socket >"$LOG/mariadb-install.log" 2>&1 \
@@ -149,7 +198,7 @@ start_mariadb() {
 
 start_slurmdbd() {
   if pid_alive "$RUN/slurmdbd.pid"; then return; fi
-  port_busy 6819 && die "port 6819 (slurmdbd) is taken by another process; stop it first"
+  port_busy "$DBD_PORT" && die "port $DBD_PORT (slurmdbd) is taken; set AGILERL_SLURM_PORT (or remove $PORTS)"
   slurmdbd  # reads slurmdbd.conf next to $SLURM_CONF
   wait_for 30 slurmdbd "$LOG/slurmdbd.log" sacctmgr -n list cluster
   if ! sacctmgr -n -P list cluster format=cluster | grep -qx agilerl; then
@@ -159,7 +208,7 @@ start_slurmdbd() {
 
 start_slurmctld() {
   if pid_alive "$RUN/slurmctld.pid"; then return; fi
-  port_busy 6817 && die "port 6817 (slurmctld) is taken by another process; stop it first"
+  port_busy "$CTLD_PORT" && die "port $CTLD_PORT (slurmctld) is taken; set AGILERL_SLURM_PORT (or remove $PORTS)"
   slurmctld -f "$SLURM_CONF"
   wait_for 30 slurmctld "$LOG/slurmctld.log" scontrol ping
 }
@@ -168,7 +217,7 @@ node_idle() { [[ "$(sinfo -h -n localhost -o %t 2>/dev/null)" =~ ^(idle|mix|allo
 
 start_slurmd() {
   if pid_alive "$RUN/slurmd.pid"; then return; fi
-  port_busy 6818 && die "port 6818 (slurmd) is taken by another process; stop it first"
+  port_busy "$SLURMD_PORT" && die "port $SLURMD_PORT (slurmd) is taken; set AGILERL_SLURM_PORT (or remove $PORTS)"
   slurmd -f "$SLURM_CONF" -N localhost
   wait_for 45 "slurmd (node idle)" "$LOG/slurmd.log" node_idle
   scontrol update nodename=localhost state=resume >/dev/null 2>&1 || true
@@ -178,6 +227,7 @@ cmd_start() {
   command -v slurmctld >/dev/null 2>&1 || [[ -x /usr/sbin/slurmctld ]] \
     || die "SLURM is not installed: run '$0 install' first"
   export PATH="$PATH:/usr/sbin"
+  choose_ports
   write_configs
   start_munge
   start_mariadb
@@ -198,21 +248,36 @@ stop_pidfile() {
   rm -f "$file"
 }
 
+# our_job_steps: pids of slurmstepd processes of this cluster (their SLURM_CONF is ours)
+our_job_steps() {
+  local pid
+  for pid in $(pgrep -x slurmstepd 2>/dev/null || true); do
+    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "SLURM_CONF=$SLURM_CONF"; then
+      echo "$pid"
+    fi
+  done
+}
+
 cmd_stop() {
   export PATH="$PATH:/usr/sbin"
+  [[ -d "$RUN" ]] || { say "nothing to stop in $DIR"; return 0; }
   if [[ -f "$SLURM_CONF" ]] && scontrol ping >/dev/null 2>&1; then
-    scancel -u "$(id -un)" >/dev/null 2>&1 || true
+    scancel --full -u "$(id -un)" >/dev/null 2>&1 || true
     for _ in $(seq 1 60); do
       [[ -z "$(squeue -h -t running,completing,pending 2>/dev/null)" ]] && break
       sleep 0.5
     done
   fi
   stop_pidfile "$RUN/slurmd.pid"
-  pkill -9 -f "slurmstepd: \[" 2>/dev/null || true
+  local steps; steps=$(our_job_steps)
+  if [[ -n "$steps" ]]; then
+    # shellcheck disable=SC2086
+    kill -9 $steps 2>/dev/null || true
+  fi
   stop_pidfile "$RUN/slurmctld.pid"
   stop_pidfile "$RUN/slurmdbd.pid"
   stop_pidfile "$RUN/mariadb.pid"
-  say "stopped (munged left running; state kept in $DIR)"
+  say "stopped the daemons of $DIR (munged left running; state kept)"
 }
 
 cmd_status() {
@@ -230,5 +295,6 @@ case "${1:-}" in
   stop) cmd_stop ;;
   status) cmd_status ;;
   env) echo "export SLURM_CONF=$SLURM_CONF" ;;
-  *) echo "usage: $0 install|start|stop|status|env" >&2; exit 2 ;;
+  ports) choose_ports; cat "$PORTS" ;;
+  *) echo "usage: $0 install|start|stop|status|env|ports" >&2; exit 2 ;;
 esac

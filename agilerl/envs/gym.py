@@ -39,7 +39,30 @@ def _env_factory(spec: GymEnvSpec, render_mode: str | None = None) -> Any:
         make = getattr(importlib.import_module(module_name), attr)
         return lambda: _wrap(make(**kwargs), spec)
     _check_registered(spec.name)
-    return lambda: _wrap(gym.make(spec.name, **kwargs), spec)
+    return lambda: _wrap(_make(spec.name, **kwargs), spec)
+
+
+EXTRAS = {"box2d": ("Box2D", "box2d")}
+"""gymnasium's optional dependency (as its error names it) -> (package, our extra installing it)."""
+
+
+def _make(name: str, **kwargs: Any) -> gym.Env:
+    try:
+        return gym.make(name, **kwargs)
+    except gym.error.DependencyNotInstalled as exc:
+        raise missing_dependency(name, exc) from None
+
+
+def missing_dependency(name: str, exc: Exception) -> ConfigError:
+    """The user error for an env whose package is missing, naming the extra to install."""
+    text = str(exc)
+    for needle, (package, extra) in EXTRAS.items():
+        if needle in text.lower():
+            return ConfigError(
+                f"environment.name: {name} needs {package}, which is not installed: "
+                f'pip install -e ".[{extra}]" in a clone (or pip install "agilerl[{extra}]")'
+            )
+    return ConfigError(f"environment.name: {name} cannot be made: {text}")
 
 
 def _wrap(env: gym.Env, spec: GymEnvSpec) -> gym.Env:

@@ -49,12 +49,14 @@ def run_task(cfg: Any) -> float | None:
     from hydra.core.hydra_config import HydraConfig
 
     from agilerl.launch.compose import build_manifest
+    from agilerl.launch.env_check import check_environment
     from agilerl.launch.job import SweepJob
 
     overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
     job = SweepJob.current()
     try:
         manifest, options = build_manifest(cfg, overrides)
+        check_environment(manifest)
         if options.dry_run:
             import yaml
 
@@ -82,6 +84,7 @@ def run_task(cfg: Any) -> float | None:
         return result.best_fitness
     except ConfigError as error:
         if job is not None:
+            job.record("failed", error=error.render().splitlines()[0][:300])
             raise  # Hydra records the failed job; the sweep goes on
         fail(error)
     return None

@@ -94,6 +94,14 @@ def normalise_overrides(args: Sequence[str], conf_dir: Path) -> list[str]:
                     )
             out.append(arg)
             continue
+        if rest and prefix == "" and head not in groups and head not in RUN_OPTIONS:
+            known = sorted({*MANIFEST_PREFIXES, *groups} - {"hydra", "tuned"})
+            guess = did_you_mean(head, known)
+            hint = f" (did you mean {guess}.{rest}?)" if guess else ""
+            problems.append(
+                Problem(key, f"unknown section {head!r}{hint}; sections: {', '.join(known)}")
+            )
+            continue
         if not rest and prefix == "" and key not in RUN_OPTIONS and key not in groups:
             known = [*RUN_OPTIONS, *groups, *MANIFEST_PREFIXES]
             guess = did_you_mean(key, known)

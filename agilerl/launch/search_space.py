@@ -82,3 +82,118 @@ def parse_search_space(
         for problem in problems:
             object.__setattr__(problem, "path", f"hydra.sweeper.search_space.{problem.path}")
         raise ConfigError(problems) from None
+
+
+_LR = {"type": "float", "low": 1e-4, "high": 1e-2, "log": True}
+_OFF_POLICY_LR = {"type": "float", "low": 1e-4, "high": 3e-3, "log": True}
+_DQN_SPACE = {
+    "lr": _LR,
+    "batch_size": {"type": "categorical", "choices": [32, 64, 128, 256]},
+    "learn_step": {"type": "int", "low": 1, "high": 8},
+    "tau": {"type": "float", "low": 1e-3, "high": 0.1, "log": True},
+}
+_ACTOR_CRITIC_SPACE = {
+    "lr_actor": _OFF_POLICY_LR,
+    "lr_critic": _OFF_POLICY_LR,
+    "batch_size": {"type": "categorical", "choices": [64, 128, 256]},
+    "learn_step": {"type": "int", "low": 1, "high": 8},
+    "tau": {"type": "float", "low": 1e-3, "high": 0.05, "log": True},
+}
+DEFAULT_SEARCH_SPACES: dict[str, dict[str, Any]] = {
+    "DQN": {"algorithm": _DQN_SPACE},
+    "RainbowDQN": {"algorithm": _DQN_SPACE},
+    "PPO": {
+        "algorithm": {
+            "lr": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True},
+            "learn_step": {"type": "categorical", "choices": [512, 1024, 2048, 4096]},
+            "batch_size": {"type": "categorical", "choices": [64, 128, 256]},
+            "update_epochs": {"type": "int", "low": 2, "high": 20},
+            "clip_coef": {"type": "float", "low": 0.1, "high": 0.3},
+            "gae_lambda": {"type": "float", "low": 0.8, "high": 0.99},
+        }
+    },
+    "DDPG": {"algorithm": _ACTOR_CRITIC_SPACE},
+    "TD3": {
+        "algorithm": {**_ACTOR_CRITIC_SPACE, "policy_freq": {"type": "int", "low": 1, "high": 4}}
+    },
+}
+"""The search space a sweep of an algorithm uses unless ``hydra.sweeper.search_space`` is set.
+
+Keyed by the spec class's registry name (``RainbowDQN``, not its alias); each
+one only names fields that algorithm has (a test checks it)."""
+
+
+def default_search_space(spec_cls: type) -> dict[str, Any]:
+    """The default space of an algorithm spec class (or of its nearest registered parent).
+
+    Raises:
+        ConfigError: If there is none: the user has to name one.
+    """
+    for cls in spec_cls.__mro__:
+        name = cls.__name__.removesuffix("Spec")
+        if name in DEFAULT_SEARCH_SPACES:
+            return DEFAULT_SEARCH_SPACES[name]
+    raise ConfigError(
+        f"hydra.sweeper.search_space: there is no default search space for "
+        f"{spec_cls.__name__.removesuffix('Spec')}; name one, nested like the manifest: "
+        "hydra.sweeper.search_space='{algorithm: {lr: {type: float, low: 1e-4, high: 1e-2, "
+        "log: true}}}'"
+    )
+
+
+def check_space_fields(space: dict[str, Any], manifest: Any) -> None:
+    """Refuse a search space that names a field the manifest's sections do not have.
+
+    Args:
+        space: The flat space (``{"algorithm.lr": ...}``).
+        manifest: The validated manifest of the sweep's fixed overrides.
+
+    Raises:
+        ConfigError: One problem per unknown path, with the closest field name.
+    """
+    from agilerl.arena.models.errors import Problem, did_you_mean, field_names
+
+    problems: list[Problem] = []
+    from agilerl.arena.models.manifest import TrainingManifest
+    from agilerl.launch.overrides import SECTION_SPELLINGS
+
+    for path in space:
+        section, _, rest = path.partition(".")
+        section = SECTION_SPELLINGS.get(section, section)
+        head = rest.split(".", 1)[0]
+        if section not in TrainingManifest.model_fields:
+            guess = did_you_mean(section, list(TrainingManifest.model_fields))
+            hint = f" (did you mean {guess}?)" if guess else ""
+            problems.append(
+                Problem(f"hydra.sweeper.search_space.{path}", f"{section!r} is not a section{hint}")
+            )
+            continue
+        value = getattr(manifest, section, None)
+        model = type(value) if value is not None else _section_model(section)
+        if model is None:  # a section this manifest leaves out, of more than one kind
+            continue
+        names = field_names(model)
+        if head not in names:
+            guess = did_you_mean(head, names)
+            hint = f" (did you mean {guess}?)" if guess else ""
+            owner = getattr(value, "name", None) if section == "algorithm" else section
+            problems.append(
+                Problem(
+                    f"hydra.sweeper.search_space.{path}",
+                    f"{owner} has no field {head!r}{hint}; remove it from the search space",
+                )
+            )
+    if problems:
+        raise ConfigError(problems)
+
+
+def _section_model(section: str) -> type | None:
+    from agilerl.arena.models.manifest import TrainingManifest
+
+    info = TrainingManifest.model_fields.get(section)
+    if info is None:
+        return None
+    from agilerl.arena.models.errors import model_classes
+
+    classes = model_classes(info.annotation)
+    return classes[0] if len(classes) == 1 else None

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import math
 import shlex
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
 from agilerl.arena.models.errors import ConfigError
 from agilerl.launch.ledger import FINAL_STATES, JobRecord, Ledger
+from agilerl.logging.console import console as make_console
+from agilerl.logging.stats import Summary, summarise
 
 _STATE_STYLE = {
     "completed": "green",
@@ -62,7 +65,7 @@ def status_table(jobs: list[JobRecord], title: str) -> Table:
 def show_status(sweep_dir: str | Path, watch: float | None = None) -> int:
     """Print the status table (refreshing every ``watch`` seconds until every job ends)."""
     ledger = _ledger(sweep_dir)
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    console = make_console()
     if not watch:
         console.print(status_table(ledger.jobs(), str(sweep_dir)))
         return 0
@@ -96,52 +99,105 @@ def varying_parameters(jobs: list[JobRecord]) -> dict[str, list[str]]:
     return {k: v for k, v in table.items() if len(set(v)) > 1}
 
 
+def _is_seed(override: str) -> bool:
+    return override.lstrip("+~").partition("=")[0] == "seed"
+
+
+@dataclass
+class Group:
+    """Jobs that differ only in their seed, and the summary of their best fitness."""
+
+    overrides: list[str]
+    jobs: list[JobRecord]
+    stats: Summary
+
+    @property
+    def label(self) -> str:
+        return " ".join(self.overrides) or "(defaults)"
+
+
+def group_by_seed(jobs: list[JobRecord]) -> list[Group]:
+    """Jobs with a fitness grouped by their overrides without ``seed=``, best mean first."""
+    groups: dict[tuple[str, ...], list[JobRecord]] = {}
+    for job in jobs:
+        if job.best_fitness is None or not math.isfinite(job.best_fitness):
+            continue
+        key = tuple(sorted(o for o in job.overrides if not _is_seed(o)))
+        groups.setdefault(key, []).append(job)
+    out = [
+        Group(list(key), members, summarise([j.best_fitness for j in members]))
+        for key, members in groups.items()
+    ]
+    return sorted(out, key=lambda g: g.stats.mean, reverse=True)
+
+
 def show_summary(sweep_dir: str | Path, plot: bool = True) -> int:
-    """Rank finished jobs by best fitness, print the best overrides, plot fitness by parameter."""
+    """Aggregate finished jobs over seeds (mean, std, 95% CI, n), rank the settings, plot."""
     jobs = _ledger(sweep_dir).jobs()
-    scored = sorted(
-        (j for j in jobs if j.best_fitness is not None), key=lambda j: j.best_fitness, reverse=True
-    )
-    console = Console(width=None if sys.stdout.isatty() else 200)
-    table = Table(title=f"{sweep_dir}: jobs ranked by best fitness")
-    for column in ("rank", "best fitness", "state", "wall s", "overrides"):
-        table.add_column(column, overflow="fold")
-    for rank, job in enumerate(scored, 1):
+    groups = group_by_seed(jobs)
+    console = make_console()
+    table = Table(title=f"{sweep_dir}: best fitness over seeds, settings ranked by mean")
+    for column in ("rank", "mean", "std", "95% CI", "n", "seeds", "wall s", "overrides"):
+        table.add_column(column)
+    for rank, group in enumerate(groups, 1):
+        stats = group.stats
+        ci = f"[{stats.ci_low:.2f}, {stats.ci_high:.2f}]" if stats.n > 1 else "-"
+        seeds = ",".join(
+            next((o.partition("=")[2] for o in j.overrides if _is_seed(o)), "-") for j in group.jobs
+        )
+        walls = [j.wall_seconds for j in group.jobs if j.wall_seconds is not None]
         table.add_row(
             str(rank),
-            _fmt(job.best_fitness),
-            job.state,
-            _fmt(job.wall_seconds, ".1f"),
-            " ".join(job.overrides),
+            f"{stats.mean:.2f}",
+            f"{stats.std:.2f}",
+            ci,
+            str(stats.n),
+            seeds,
+            _fmt(sum(walls) / len(walls) if walls else None, ".1f"),
+            group.label,
         )
     console.print(table)
     unfinished = [j for j in jobs if not j.finished]
     if unfinished:
         console.print(f"{len(unfinished)} job(s) not finished: agilerl sweep rerun {sweep_dir}")
-    if not scored:
+    if not groups:
         console.print("no job has reported a fitness yet")
         return 0
-    console.print(f"best: {scored[0].best_fitness:.2f} with {' '.join(scored[0].overrides)}")
+    best = groups[0]
+    console.print(f"best: {best.stats.render()} with {best.label}")
+    if all(g.stats.n == 1 for g in groups):
+        console.print("one seed per setting: add seed=0,1,2 to the sweep for a confidence interval")
     if plot:
-        path = plot_by_parameter(scored, Path(sweep_dir) / "sweep_summary.png")
+        path = plot_summary(groups, Path(sweep_dir) / "sweep_summary.png")
         if path:
             console.print(f"plot: {path}")
     return 0
 
 
-def plot_by_parameter(jobs: list[JobRecord], path: Path) -> Path | None:
-    """One panel per varying parameter: best fitness against its value."""
-    params = varying_parameters(jobs)
-    if not params:
+def plot_summary(groups: list[Group], path: Path) -> Path | None:
+    """Each setting's seeds (points) with mean and 95% CI, then one panel per varying parameter."""
+    jobs = [j for g in groups for j in g.jobs]
+    if not jobs:
         return None
+    params = {k: v for k, v in varying_parameters(jobs).items() if k != "seed"}
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(params), figsize=(4 * len(params), 3.5), squeeze=False)
+    panels = 1 + len(params)
+    fig, axes = plt.subplots(1, panels, figsize=(4.5 * panels, 3.8), squeeze=False)
+    ax = axes[0][0]
+    for x, group in enumerate(groups):
+        ax.scatter([x] * len(group.jobs), [j.best_fitness for j in group.jobs], s=14, alpha=0.5)
+        half = group.stats.half_width if group.stats.n > 1 else 0.0
+        ax.errorbar(x, group.stats.mean, yerr=half, fmt="o", color="black", capsize=4)
+    ax.set_xticks(range(len(groups)), [f"#{i + 1}" for i in range(len(groups))])
+    ax.set_xlabel("setting (rank in the summary table)")
+    ax.set_ylabel("best fitness (mean, 95% CI)")
+    ax.grid(alpha=0.3)
     fitness = [j.best_fitness for j in jobs]
-    for ax, (name, values) in zip(axes[0], params.items(), strict=True):
+    for ax, (name, values) in zip(axes[0][1:], params.items(), strict=True):
         numbers = [_numeric(v) for v in values]
         if all(n is not None for n in numbers):
             ax.scatter(numbers, fitness)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 import time
 
-from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -15,6 +14,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from agilerl.logging.console import console
+
 
 class TrainingProgress:
     """A rich progress bar on a terminal; one plain line per evaluation elsewhere."""
@@ -23,7 +24,7 @@ class TrainingProgress:
         self.total = total_steps
         self.label = label
         self.enabled = enabled
-        self.console = Console(stderr=True)
+        self.console = console(stderr=True)
         self.live = enabled and sys.stderr.isatty()
         self.start = time.perf_counter()
         self.latest: float | None = None
@@ -53,14 +54,23 @@ class TrainingProgress:
                 self.task, completed=min(steps, self.total), rate=f"{steps_per_second:,.0f}"
             )
 
-    def evaluation(self, steps: int, fitness: list[float], steps_per_second: float) -> None:
-        """Report an evaluation of the population."""
+    def evaluation(
+        self,
+        steps: int,
+        fitness: list[float],
+        steps_per_second: float,
+        spread: list[tuple[float | None, int | None]] | None = None,
+    ) -> None:
+        """Report an evaluation of the population (``spread``: each agent's std and episodes)."""
         self.latest = max(fitness)
         self.best = self.latest if self.best is None else max(self.best, self.latest)
         if self.progress is not None:
             self.progress.update(self.task, latest=f"{self.latest:.1f}", best=f"{self.best:.1f}")
         elif self.enabled:
-            shown = ", ".join(f"{f:.1f}" for f in fitness)
+            shown = ", ".join(
+                _with_spread(f, s)
+                for f, s in zip(fitness, spread or [(None, None)] * len(fitness), strict=True)
+            )
             self.console.print(
                 f"{self.label}: step {steps:,}/{self.total:,}  {steps_per_second:,.0f} steps/s  "
                 f"fitness [{shown}]  best {self.best:.1f}",
@@ -89,7 +99,7 @@ class TrainingProgress:
                 str(row["index"]) + (" (elite)" if row.get("elite") else ""),
                 str(row["parent"]),
                 "-" if fitness is None else f"{fitness:.1f}",
-                _short(str(row.get("detail") or row.get("mutation")), 28),
+                self._fit(str(row.get("detail") or row.get("mutation"))),
                 *(
                     f"{row[c]:.3g}" if isinstance(row[c], float) else str(row[c])
                     for c in hp_columns
@@ -97,11 +107,20 @@ class TrainingProgress:
             )
         self.console.print(table)
 
+    def _fit(self, text: str, width: int = 28) -> str:
+        """A terminal table keeps to the screen; a log keeps every character."""
+        if not self.console.is_terminal or len(text) <= width:
+            return text
+        return text[: width - 1] + "…"
+
     def close(self) -> None:
         """Stop the live display."""
         if self.progress is not None:
             self.progress.stop()
 
 
-def _short(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+def _with_spread(fitness: float, spread: tuple[float | None, int | None]) -> str:
+    std, episodes = spread
+    if std is None or not episodes:
+        return f"{fitness:.1f}"
+    return f"{fitness:.1f} ± {std:.1f} ({episodes} ep)"

@@ -122,29 +122,45 @@ class RunDirectory:
         return self._lineage.rows
 
     def plot_learning_curve(self, title: str, target: float | None = None) -> Path | None:
-        """Draw fitness against env steps, one line per agent, into ``plots/``."""
+        """Evaluation return against env steps into ``plots/learning_curve.png``.
+
+        One agent: its fitness with a band of one evaluation std. A population:
+        every member as a faint line (no legend entry each), the population's
+        best and median per evaluation, and a band from its worst to its best;
+        the legend sits outside the axes.
+        """
         if not self.metrics_rows:
             return None
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import numpy as np
 
-        fig, ax = plt.subplots(figsize=(7, 4))
-        agents = sorted({r["agent"] for r in self.metrics_rows}, key=lambda a: int(a))
-        for agent in agents:
-            rows = [r for r in self.metrics_rows if r["agent"] == agent]
-            steps = [float(r["step"]) for r in rows]
-            fitness = [float(r["fitness"]) for r in rows]
-            ax.plot(steps, fitness, marker=".", label=f"agent {agent}")
+        curves = learning_curves(self.metrics_rows)
+        fig, ax = plt.subplots(figsize=(8, 4.2))
+        if len(curves["members"]) == 1:
+            ((steps, fitness, std),) = curves["members"].values()
+            ax.plot(steps, fitness, marker=".", color="C0", label="fitness")
+            if any(np.isfinite(std)):
+                ax.fill_between(
+                    steps, fitness - std, fitness + std, color="C0", alpha=0.2, label="± 1 std"
+                )
+        else:
+            for steps, fitness, _std in curves["members"].values():
+                ax.plot(steps, fitness, color="grey", alpha=0.25, linewidth=0.8)
+            steps, best, median, worst = curves["population"]
+            ax.fill_between(steps, worst, best, color="C0", alpha=0.15, label="worst to best")
+            ax.plot(steps, best, color="C0", linewidth=2, label="best")
+            ax.plot(steps, median, color="C1", linewidth=1.5, label="median")
+            ax.plot([], [], color="grey", alpha=0.4, label=f"members ({len(curves['members'])})")
         if target is not None:
-            ax.axhline(target, color="grey", linestyle="--", label="target")
-        ax.set_xlabel("env steps")
+            ax.axhline(target, color="black", linestyle="--", linewidth=1, label="target")
+        ax.set_xlabel("env steps (population total)")
         ax.set_ylabel("evaluation return")
         ax.set_title(title)
         ax.grid(alpha=0.3)
-        if len(agents) > 1 or target is not None:
-            ax.legend()
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         self.plots_dir.mkdir(exist_ok=True)
         path = self.plots_dir / "learning_curve.png"
         fig.tight_layout()
@@ -187,3 +203,43 @@ class RunDirectory:
         fig.savefig(path, dpi=90)
         plt.close(fig)
         return path
+
+
+def learning_curves(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-member curves and the population's best/median/worst per evaluation step.
+
+    Returns:
+        ``{"members": {agent: (steps, fitness, std)}, "population": (steps, best,
+        median, worst)}`` as numpy arrays; non-finite fitness is left out of the
+        population statistics.
+    """
+    import numpy as np
+
+    def number(value: Any) -> float:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            return float("nan")
+
+    members: dict[str, Any] = {}
+    for agent in sorted({str(r["agent"]) for r in rows}, key=lambda a: int(float(a))):
+        mine = [r for r in rows if str(r["agent"]) == agent]
+        members[agent] = (
+            np.array([number(r["step"]) for r in mine]),
+            np.array([number(r["fitness"]) for r in mine]),
+            np.array([number(r.get("eval_std")) for r in mine]),
+        )
+    by_step: dict[float, list[float]] = {}
+    for r in rows:
+        value = number(r["fitness"])
+        if np.isfinite(value):
+            by_step.setdefault(number(r["step"]), []).append(value)
+    steps = np.array(sorted(by_step))
+    values = [np.array(by_step[s]) for s in steps]
+    population = (
+        steps,
+        np.array([v.max() for v in values]),
+        np.array([float(np.median(v)) for v in values]),
+        np.array([v.min() for v in values]),
+    )
+    return {"members": members, "population": population}

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 EVAL_COPIES_MAX = 16
 
 
@@ -59,17 +61,69 @@ class PopulationEnvs:
         """Greedy mean return of every agent (appended to its ``fitness``).
 
         Every agent plays the same seeded episodes, so agents are compared on the
-        same starts.
+        same starts. The episodes' spread and count are kept in :attr:`last_stats`.
         """
         seed = self.seed + 31 * generation
-        return [
-            agent.test(
-                self.eval_env, max_steps=self.eval_steps, loop=self.episodes, greedy=True, seed=seed
+        recorder = ReturnRecorder(self.eval_env)
+        fitness, self.last_stats = [], []
+        for agent in population:
+            fitness.append(
+                agent.test(
+                    recorder, max_steps=self.eval_steps, loop=self.episodes, greedy=True, seed=seed
+                )
             )
-            for agent in population
-        ]
+            self.last_stats.append(episode_stats(recorder.returns(self.episodes)))
+        return fitness
+
+    def with_eval_stats(self, details: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each agent's details plus ``eval_std`` and ``eval_episodes`` of its last evaluation."""
+        return [{**d, **s} for d, s in zip(details, self.last_stats, strict=True)]
 
     def close(self) -> None:
         """Close the envs this object made."""
         for env in self._owned:
             env.close()
+
+
+def episode_stats(returns: list[float]) -> dict[str, float | int]:
+    """``eval_std`` (sample std, 0 for one episode) and ``eval_episodes`` of evaluation returns."""
+    std = float(np.std(returns, ddof=1)) if len(returns) > 1 else 0.0
+    return {"eval_std": std, "eval_episodes": len(returns)}
+
+
+class ReturnRecorder:
+    """A vector env seen through an evaluation: records every episode's return per sub-env.
+
+    :meth:`returns` picks the episodes an agent's ``test`` averages (the first
+    ``loop`` of each sub-env, or a sub-env's partial return if it finished none),
+    so the std and count belong to the same episodes as the fitness.
+    """
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.num_envs = int(getattr(env, "num_envs", 1))
+        self._running = np.zeros(self.num_envs)
+        self._finished: list[list[float]] = [[] for _ in range(self.num_envs)]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.env, name)
+
+    def reset(self, **kwargs: Any) -> Any:
+        self._running = np.zeros(self.num_envs)
+        self._finished = [[] for _ in range(self.num_envs)]
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> Any:
+        out = self.env.step(action)
+        _obs, reward, terminated, truncated, _info = out
+        self._running += np.asarray(reward, dtype=np.float64)
+        for i in np.flatnonzero(np.logical_or(terminated, truncated)):
+            self._finished[i].append(float(self._running[i]))
+            self._running[i] = 0.0
+        return out
+
+    def returns(self, loop: int) -> list[float]:
+        """The returns of the episodes the last ``test(loop=loop)`` averaged."""
+        kept = [r for env_returns in self._finished for r in env_returns[:loop]]
+        kept += [float(self._running[i]) for i in range(self.num_envs) if not self._finished[i]]
+        return kept

@@ -65,6 +65,7 @@ class PopulationLoop:
         self.epsilons: list[float] | None = state.epsilons if state else None
         """Exploration epsilons of an epsilon-greedy loop (checkpointed when set)."""
         self.status: str | None = None
+        self.last_eval: dict[int, tuple[float | None, int | None]] = {}
         self.last_checkpoint_step: int | None = None
         self._start_time = time.perf_counter()
         self._start_steps = self.env_steps
@@ -148,8 +149,12 @@ class PopulationLoop:
             self.best_fitness = (
                 best_now if self.best_fitness is None else max(self.best_fitness, best_now)
             )
+        spread = [(extra.get("eval_std"), extra.get("eval_episodes")) for extra in details]
+        self.last_eval = {
+            int(agent.index): stats for agent, stats in zip(self.population, spread, strict=True)
+        }
         if self.run.progress is not None:
-            self.run.progress.evaluation(total, fitness, self.steps_per_second())
+            self.run.progress.evaluation(total, fitness, self.steps_per_second(), spread=spread)
         if self.target is not None and best_now >= self.target:
             if self.solved_at_step is None:
                 self.solved_at_step = total
@@ -234,14 +239,23 @@ class PopulationLoop:
         self.last_checkpoint_step = self.env_steps
 
     def result(self) -> LoopResult:
-        """The run's outcome so far."""
-        finals = [agent.fitness[-1] for agent in self.population if agent.fitness]
+        """The run's outcome so far (final fitness: the best agent's last evaluation)."""
+        finals = [agent.fitness[-1] if agent.fitness else -math.inf for agent in self.population]
+        best_slot = max(range(len(finals)), key=finals.__getitem__) if finals else None
+        std, episodes = (None, None)
+        if best_slot is not None:
+            std, episodes = self.last_eval.get(
+                int(self.population[best_slot].index), (None, None)
+            )
+        final = finals[best_slot] if best_slot is not None else None
         return LoopResult(
             population=self.population,
             fitnesses=[a.fitness[-1] if a.fitness else math.nan for a in self.population],
             total_steps=self.env_steps,
             best_fitness=finite_or_none(self.best_fitness),
-            final_fitness=finite_or_none(max(finals)) if finals else None,
+            final_fitness=finite_or_none(final) if final is not None else None,
+            final_fitness_std=finite_or_none(std) if std is not None else None,
+            eval_episodes=episodes,
             solved_at_step=self.solved_at_step,
             status=self.status or "completed",
             wall_seconds=self.run.elapsed(),

@@ -21,6 +21,8 @@ class LoopResult:
         total_steps: Env steps the whole population took.
         best_fitness: Best evaluation seen in the run (``None`` if none was finite).
         final_fitness: Best of the agents' last evaluations.
+        final_fitness_std: Std of the episode returns behind ``final_fitness``.
+        eval_episodes: Episodes behind ``final_fitness``.
         solved_at_step: Total steps when ``target_score`` was first reached.
         status: One of :data:`STATUSES`.
         wall_seconds: Wall time of the run, including time before a resume.
@@ -31,6 +33,8 @@ class LoopResult:
     total_steps: int = 0
     best_fitness: float | None = None
     final_fitness: float | None = None
+    final_fitness_std: float | None = None
+    eval_episodes: int | None = None
     solved_at_step: int | None = None
     status: str = "completed"
     wall_seconds: float | None = None

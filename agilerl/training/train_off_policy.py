@@ -171,7 +171,7 @@ def train_off_policy(
                 )
             loop.epsilons = list(epsilons)
             fitness = envs.evaluate(loop.population, loop.generation)
-            loop.end_generation(fitness, details)
+            loop.end_generation(fitness, envs.with_eval_stats(details))
             if tournament is not None and mutation is not None and loop.should_evolve():
                 loop.evolve(tournament, mutation)
             loop.after_generation()

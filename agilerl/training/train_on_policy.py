@@ -116,7 +116,7 @@ def train_on_policy(
                     }
                 )
             fitness = envs.evaluate(loop.population, loop.generation)
-            loop.end_generation(fitness, losses)
+            loop.end_generation(fitness, envs.with_eval_stats(losses))
             if tournament is not None and mutation is not None and loop.should_evolve():
                 loop.evolve(tournament, mutation)
             loop.after_generation()

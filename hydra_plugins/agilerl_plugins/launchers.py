@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from omegaconf import OmegaConf
 
 from agilerl.arena.models.errors import EXIT_USER_ERROR, ConfigError
 from agilerl.launch.ledger import Ledger, job_key
+from agilerl.launch.slurm_check import check_partition, sbatch_refusal
 from agilerl.launch.sweep import plan_sweep, render_plan
 
 
@@ -51,7 +53,26 @@ def _prepare(launcher: Any, job_overrides: Sequence[Sequence[str]]) -> tuple[lis
             done.append(_done(job.overrides, finished[key].best_fitness))
         else:
             to_run.append((num, job.overrides))
+    if done:
+        say(
+            f"{sweep_dir}: {len(done)} of {len(jobs)} job(s) already finished there "
+            f"(ledger.jsonl); skipping them, running {len(to_run)}"
+        )
+        for ret in done:
+            record = finished[job_key(ret.overrides)]
+            say(f"  skipped [{record.state}, best {_fitness(record.best_fitness)}] {record.key}")
+        if not to_run:
+            say(f"nothing to run; see agilerl sweep summary {sweep_dir}")
     return to_run, done, ledger
+
+
+def say(text: str) -> None:
+    """A launcher message: on stdout, flushed (jobs in other processes print too)."""
+    print(text, flush=True)
+
+
+def _fitness(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def _done(overrides: list[str], value: Any) -> JobReturn:
@@ -107,11 +128,29 @@ class _ValidatingSubmitit(BaseSubmititLauncher):
             )
             for n, (_num, overrides) in enumerate(to_run)
         ]
-        jobs = executor.map_array(self, *zip(*args, strict=True))
+        partition = params.get("partition")
+        try:
+            if self._EXECUTOR == "slurm":
+                check_partition(partition)
+            jobs = executor.map_array(self, *zip(*args, strict=True))
+        except ConfigError as error:
+            print(error.render(), file=sys.stderr)
+            sys.exit(EXIT_USER_ERROR)
+        except Exception as exc:  # submitit re-raises sbatch's refusal with its output
+            error = sbatch_refusal(exc, partition)
+            if error is None:
+                raise
+            print(error.render(), file=sys.stderr)
+            sys.exit(EXIT_USER_ERROR)
         for job, (_num, overrides) in zip(jobs, to_run, strict=True):
             ledger.append(
                 key=job_key(overrides), overrides=overrides, state="pending", job_id=str(job.job_id)
             )
+        say(
+            f"submitted {len(jobs)} job(s) to {self._EXECUTOR} "
+            f"({', '.join(str(j.job_id) for j in jobs)}); logs in {init['folder']}"
+        )
+        wait_with_progress(jobs, [o for _, o in to_run], ledger)
         returns = list(done)
         for job, (_num, overrides) in zip(jobs, to_run, strict=True):
             try:
@@ -128,6 +167,46 @@ class _ValidatingSubmitit(BaseSubmititLauncher):
                 failed._return_value = exc
                 returns.append(failed)
         return returns
+
+
+def wait_with_progress(
+    jobs: list[Any], overrides: list[list[str]], ledger: Ledger, poll_s: float = 2.0
+) -> None:
+    """Wait for submitit jobs, printing one line whenever a job starts or ends.
+
+    The states come from the ledger (each job records ``running`` and its end
+    state) and from submitit (a job that died without writing its end).
+    """
+    keys = [job_key(o) for o in overrides]
+    common = set.intersection(*(set(o) for o in overrides)) if overrides else set()
+    labels = [" ".join(x for x in o if x not in common) or " ".join(o) for o in overrides]
+    shown: dict[str, str] = {}
+    while True:
+        records = {r.key: r for r in ledger.jobs(reconcile=False)}
+        ended = [job.done() for job in jobs]
+        finished = sum(ended)
+        for num, (job, key, over) in enumerate(zip(jobs, keys, ended, strict=True)):
+            label = labels[num]
+            record = records.get(key)
+            state = record.state if record is not None else "pending"
+            if over and state in ("pending", "running"):
+                state = f"ended ({str(job.state).lower()})"
+            elif not over and state != "pending":
+                state = "running"  # its end is printed once the process has exited
+            if state == "pending" or shown.get(key) == state:
+                continue
+            shown[key] = state
+            detail = ""
+            if over and record is not None:
+                if record.best_fitness is not None:
+                    detail += f", best {record.best_fitness:.2f}"
+                if record.wall_seconds is not None:
+                    detail += f", {record.wall_seconds:.1f} s"
+            counter = f"  ({finished}/{len(jobs)} done)" if over else ""
+            say(f"job {num} [{label}] ({job.job_id}): {state}{detail}{counter}")
+        if finished == len(jobs):
+            return
+        time.sleep(poll_s)
 
 
 def _base_queue_conf() -> Any:

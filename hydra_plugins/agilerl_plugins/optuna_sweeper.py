@@ -11,6 +11,7 @@ failed. The best trial goes to ``optimization_results.yaml`` at the sweep root.
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,14 @@ from hydra.core.utils import JobStatus
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
+from agilerl.arena.models.errors import EXIT_USER_ERROR, ConfigError
+from agilerl.launch.compose import build_manifest
 from agilerl.launch.search_space import (
     CategoricalParam,
     FloatParam,
     IntParam,
+    check_space_fields,
+    default_search_space,
     parse_search_space,
 )
 
@@ -37,6 +42,14 @@ def _distribution(param: FloatParam | IntParam | CategoricalParam) -> Any:
             param.low, param.high, log=param.log, step=param.step
         )
     return optuna.distributions.CategoricalDistribution(param.choices)
+
+
+def describe(param: FloatParam | IntParam | CategoricalParam) -> str:
+    """``float 0.0001..0.01 (log)``, ``int 1..8``, ``one of [32, 64]``."""
+    if isinstance(param, CategoricalParam):
+        return f"one of {param.choices}"
+    kind = "float" if isinstance(param, FloatParam) else "int"
+    return f"{kind} {param.low:g}..{param.high:g}" + (" (log)" if param.log else "")
 
 
 class OptunaSweeper(Sweeper):
@@ -58,16 +71,41 @@ class OptunaSweeper(Sweeper):
         self.seed = seed
         self.study_name = study_name
         self.storage = storage
-        raw = OmegaConf.to_container(search_space) if OmegaConf.is_config(search_space) else {}
-        self.space = parse_search_space(dict(raw or search_space or {}))
+        raw = (
+            OmegaConf.to_container(search_space)
+            if OmegaConf.is_config(search_space)
+            else search_space
+        )
+        self.raw_space: dict[str, Any] | None = dict(raw) if raw else None
+        self.space: dict[str, FloatParam | IntParam | CategoricalParam] = {}
         self.launcher: Any = None
         self.config: DictConfig | None = None
+        self.hydra_context: Any = None
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
         self.config = config
+        self.hydra_context = hydra_context
         self.launcher = Plugins.instance().instantiate_launcher(
             hydra_context=hydra_context, task_function=task_function, config=config
         )
+
+    def _search_space(self, arguments: list[str]) -> dict[str, Any]:
+        """The user's space, else the algorithm's default; checked against the manifest."""
+        sweep_config = self.hydra_context.config_loader.load_sweep_config(
+            self.config, list(arguments)
+        )
+        manifest, _ = build_manifest(sweep_config, list(sweep_config.hydra.overrides.task))
+        name = manifest.algorithm.name
+        if self.raw_space is None:
+            raw, origin = default_search_space(type(manifest.algorithm)), f"{name}'s default"
+        else:
+            raw, origin = self.raw_space, "hydra.sweeper.search_space"
+        space = parse_search_space(raw)
+        check_space_fields(space, manifest)
+        print(f"optuna: {self.n_trials} trials of {name}, search space ({origin}):", flush=True)
+        for path, param in space.items():
+            print(f"  {path}: {describe(param)}", flush=True)
+        return space
 
     def sweep(self, arguments: list[str]) -> Any:
         import optuna
@@ -79,6 +117,11 @@ class OptunaSweeper(Sweeper):
                     f"{argument}: the optuna sweeper takes fixed overrides only; "
                     "put ranges in hydra.sweeper.search_space"
                 )
+        try:
+            self.space = self._search_space(arguments)
+        except ConfigError as error:
+            print(error.render(), file=sys.stderr)
+            sys.exit(EXIT_USER_ERROR)
         study = optuna.create_study(
             direction=self.direction,
             sampler=optuna.samplers.TPESampler(seed=self.seed),

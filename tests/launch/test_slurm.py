@@ -154,3 +154,30 @@ def test_gpus_per_node_reaches_the_job(tmp_path: Path) -> None:
     record = next(iter(jobs(sweep).values()))
     summary = json.loads((Path(record.run_dir) / "summary.json").read_text())
     assert summary["host"]["cuda_visible_devices"] not in (None, "")
+
+
+def test_unknown_partition_is_refused_naming_the_ones_that_exist(tmp_path: Path) -> None:
+    sweep = tmp_path / "partition"
+    before = _sacct_count()
+    done = multirun(
+        sweep, "hydra/launcher=slurm_cpu", "hydra.launcher.partition=cpu", "seed=0", *QUICK
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "hydra.launcher.partition: this cluster has no partition cpu" in done.stderr
+    assert "debug (default), urgent" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert _sacct_count() == before
+
+
+def test_other_sbatch_refusals_are_user_errors(tmp_path: Path) -> None:
+    done = multirun(
+        tmp_path / "gres",
+        "hydra/launcher=slurm_cpu",
+        "+hydra.launcher.additional_parameters.gres=nosuch:1",
+        "seed=0",
+        *QUICK,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "hydra.launcher: sbatch refused the jobs: sbatch: error:" in done.stderr
+    assert "partitions (sinfo): debug (default), urgent" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -92,8 +92,8 @@ def test_optuna_sweeper_maximises_returned_fitness(tmp_path: Path) -> None:
         "hydra.sweeper.n_trials=3",
         "hydra.sweeper.n_jobs=3",
         "hydra/launcher=local",
-        "hydra.sweeper.search_space.algorithm.batch_size.choices=[64,128]",
-        "~hydra.sweeper.search_space.algorithm.learn_step",
+        "hydra.sweeper.search_space={algorithm: {batch_size: {type: categorical,"
+        " choices: [64, 128]}, lr: {type: float, low: 1e-4, high: 1e-2, log: true}}}",
         *QUICK,
     )
     assert done.returncode == 0, done.stderr[-3000:]

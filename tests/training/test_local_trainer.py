@@ -299,7 +299,7 @@ def test_evaluate_command_reports_and_records_video(tmp_path: Path) -> None:
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    assert "mean return:" in out.stdout and "std:" in out.stdout
+    assert "return: " in out.stdout and " ± " in out.stdout and "95% CI [" in out.stdout
     assert video.stat().st_size > 1000
     missing = subprocess.run(
         [sys.executable, "-m", "agilerl.cli", "evaluate", str(tmp_path / "x")],

@@ -74,7 +74,9 @@ class MutationSpec(StrictModel):
         default_factory=lambda: ["ReLU", "ELU", "GELU"],
         description="Activations an activation mutation picks from.",
     )
-    mutate_elite: bool = Field(True, description="Mutate the elite too.")
+    mutate_elite: bool = Field(
+        False, description="Mutate the elite too (by default it is kept unchanged)."
+    )
     network: NetworkMutationRanges | None = Field(None, description="Network bounds.")
     dormant_threshold: float = Field(0.01, ge=0.0, description="Dormant-neuron threshold.")
 

@@ -127,7 +127,9 @@ class TrainingSpec(StrictModel):
     def _consistent(self) -> TrainingSpec:
         if self.evo_steps is not None and self.evo_steps > self.max_steps:
             raise ValueError(
-                f"evo_steps ({self.evo_steps}) must not exceed max_steps ({self.max_steps})"
+                f"evo_steps ({self.evo_steps}) must not exceed max_steps ({self.max_steps}): "
+                f"raise training.max_steps to at least {self.evo_steps}, or lower "
+                f"training.evo_steps to at most {self.max_steps}"
             )
         if self.evo_epochs is not None and self.num_epochs is None:
             raise ValueError("evo_epochs needs num_epochs")

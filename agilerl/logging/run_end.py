@@ -1,0 +1,64 @@
+"""The lines a run prints when it ends: how it ended, best/final fitness, wall time, where it is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _steps(value: Any) -> str:
+    return f"{int(value):,}" if value is not None else "?"
+
+
+def _fitness(value: Any) -> str:
+    return "-" if value is None else f"{float(value):.2f}"
+
+
+def how_it_ended(summary: dict[str, Any], *, max_steps: int | None, target: float | None) -> str:
+    """One phrase for ``summary["status"]``: target reached at step N, budget done, ..."""
+    status = summary.get("status")
+    steps = _steps(summary.get("total_steps"))
+    if status == "target_reached":
+        solved = summary.get("solved_at_step", summary.get("total_steps"))
+        return f"target {target:g} reached at step {_steps(solved)}"
+    if status == "completed":
+        per_agent = f" ({max_steps:,} steps per agent)" if max_steps else ""
+        missed = f"; target {target:g} not reached" if target is not None else ""
+        return f"budget done at step {steps}{per_agent}{missed}"
+    if status == "time_limit":
+        return f"time limit (training.max_wall_seconds) reached at step {steps}"
+    if status == "interrupted":
+        return f"interrupted at step {steps}; checkpointed"
+    return f"failed at step {steps}"
+
+
+def render_run_end(
+    summary: dict[str, Any], *, max_steps: int | None = None, target: float | None = None
+) -> str:
+    """The end-of-run report, from ``summary.json``'s fields.
+
+    Args:
+        summary: What the run wrote to ``summary.json``.
+        max_steps: ``training.max_steps`` (per agent), for a run that used its budget.
+        target: ``training.target_score``, if any.
+    """
+    status = summary.get("status", "failed")
+    head = f"{summary.get('algorithm', '?')} on {summary.get('env', '?')}"
+    lines = [f"{head}: {status}: {how_it_ended(summary, max_steps=max_steps, target=target)}"]
+    best, final = summary.get("best_fitness"), summary.get("final_fitness")
+    spread = ""
+    if summary.get("final_fitness_std") is not None and summary.get("eval_episodes"):
+        n = summary["eval_episodes"]
+        spread = f" ± {summary['final_fitness_std']:.2f} (std over {n} episode{'s' * (n != 1)})"
+    lines.append(f"  best fitness {_fitness(best)}, final fitness {_fitness(final)}{spread}")
+    wall = summary.get("wall_seconds")
+    rate = summary.get("steps_per_second")
+    lines.append(
+        f"  wall time {wall:.1f} s" + (f", {rate:,.0f} env steps/s" if rate else "")
+        if wall is not None
+        else "  wall time -"
+    )
+    run_dir = summary.get("run_dir")
+    lines.append(f"  run dir {run_dir}")
+    if status == "interrupted" and run_dir:
+        lines.append(f"  continue with: python train.py resume={run_dir}")
+    return "\n".join(lines)

@@ -1,0 +1,50 @@
+"""The learning-curve plot of a population: best/median/worst per evaluation, members faint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from agilerl.logging.run_dir import RunDirectory, learning_curves
+
+
+def _rows(members: int, generations: int) -> list[dict]:
+    rng = np.random.default_rng(0)
+    rows = []
+    for g in range(generations):
+        for m in range(members):
+            rows.append(
+                {
+                    "step": (g + 1) * 1000,
+                    "agent": g * members + m,  # new members every generation, as evolution makes
+                    "fitness": float(rng.uniform(0, 100)) if m else float("nan"),
+                    "eval_std": 3.0,
+                }
+            )
+    return rows
+
+
+def test_population_statistics_per_evaluation_step_ignore_nan() -> None:
+    rows = _rows(members=4, generations=9)
+    curves = learning_curves(rows)
+    steps, best, median, worst = curves["population"]
+    assert list(steps) == [1000.0 * (g + 1) for g in range(9)]
+    for i, step in enumerate(steps):
+        values = [r["fitness"] for r in rows if r["step"] == step and np.isfinite(r["fitness"])]
+        assert best[i] == max(values) and worst[i] == min(values)
+        assert median[i] == float(np.median(values))
+    assert len(curves["members"]) == 36
+
+
+def test_a_37_member_population_plots_and_a_single_agent_gets_a_std_band(tmp_path: Path) -> None:
+    run = RunDirectory(tmp_path / "pop")
+    run.append_metrics(_rows(members=37, generations=3))
+    path = run.plot_learning_curve("population", target=50.0)
+    assert path is not None and path.stat().st_size > 10_000
+    single = RunDirectory(tmp_path / "one")
+    single.append_metrics(
+        [{"step": s, "agent": 0, "fitness": s / 10, "eval_std": 2.0} for s in (1, 2)]
+    )
+    reread = RunDirectory(tmp_path / "one")  # strings from the CSV plot the same
+    assert reread.plot_learning_curve("one") is not None

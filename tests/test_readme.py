@@ -1,0 +1,374 @@
+"""Every command in README.md's code blocks, run as a user would, with small budgets.
+
+The README is parsed: each line of a ``bash`` block (continuations joined,
+comments dropped) must have an entry in :data:`CASES`, which says how the test
+runs it (with which smaller budget, what it must print, which marks it needs),
+or why it is not run here. A command added to the README without a case fails
+:func:`test_every_readme_command_has_a_case`. ``$`` lines of ``text`` blocks are
+run and must print the error lines under them; the ``python`` block is run with
+a smaller budget.
+
+``AGILERL_README_FULL=1`` runs the commands with the budgets the README writes
+(minutes in all; use ``-m "slow or not slow" --durations=0`` for the timing table).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+FULL = os.environ.get("AGILERL_README_FULL") == "1"
+RUN_PLACEHOLDER = "runs/2026-11-29/12-00-00_ppo_cartpole"
+SWEEP_PLACEHOLDER = "multirun/2026-11-29/12-00-00"
+
+SMALL = {
+    "training.max_steps": "2048",
+    "training.evo_steps": "1024",
+    "training.eval_loop": "2",
+    "training.eval_steps": "300",
+    "logger.tensorboard": "false",
+}
+"""A budget of a few seconds per run (the README's own budgets in full mode)."""
+SMALL_HPO = {**SMALL, "training.max_steps": "3072"}  # three generations: two evolutions
+SMALL_SWEEP = {**SMALL, "training.max_steps": "1024", "training.evo_steps": "512"}
+
+
+# --- the README, parsed ------------------------------------------------------------------
+def code_blocks(text: str) -> list[tuple[str, str]]:
+    """``(language, body)`` of every fenced block."""
+    return [(m[1], m[2]) for m in re.finditer(r"```(\w*)\n(.*?)```", text, re.S)]
+
+
+def bash_commands(body: str) -> list[str]:
+    """Commands of a bash block: continuations joined, trailing ``  # comments`` dropped."""
+    commands, current = [], ""
+    for line in body.splitlines():
+        line = re.split(r"\s{2,}#\s", line, maxsplit=1)[0].rstrip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            current += line[:-1].strip() + " "
+            continue
+        commands.append((current + line.strip()).strip())
+        current = ""
+    return commands
+
+
+def readme_commands() -> list[str]:
+    return [
+        c
+        for lang, body in code_blocks(README.read_text())
+        if lang == "bash"
+        for c in bash_commands(body)
+    ]
+
+
+def readme_error_examples() -> list[tuple[str, list[str]]]:
+    """``($ command, expected lines)`` from the text blocks."""
+    examples: list[tuple[str, list[str]]] = []
+    for lang, body in code_blocks(README.read_text()):
+        if lang != "text":
+            continue
+        for line in body.splitlines():
+            if line.startswith("$ "):
+                examples.append((line[2:], []))
+            elif examples and line.strip():
+                examples[-1][1].append(line)
+    return examples
+
+
+# --- how each command runs ---------------------------------------------------------------
+@dataclass
+class Case:
+    """How one README command is run and checked.
+
+    Attributes:
+        budget: Overrides replacing the README's budget (dropped in full mode).
+        expect: Substrings of stdout + stderr.
+        files: Paths (relative to the command's directory) the command must create.
+        needs: ``run`` (a finished run dir in place of the README's example path),
+            ``sweep`` (a finished sweep dir), ``manifest`` (``my_run.yaml`` in the cwd).
+        marks: pytest marks (``slow``, ``slurm``, ``gpu``).
+        skip: Why the command is not run by this test (set up elsewhere).
+        rc: Expected exit status.
+        in_repo: Run in the repository (else in a fresh directory).
+    """
+
+    budget: dict[str, str] = field(default_factory=dict)
+    expect: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    needs: tuple[str, ...] = ()
+    marks: tuple[str, ...] = ()
+    skip: str | None = None
+    rc: int = 0
+    in_repo: bool = False
+
+
+RUN_END = ["\n  best fitness ", "\n  wall time ", "\n  run dir "]
+SLOW = ("slow",)
+CASES: dict[str, Case] = {
+    # quick start
+    'pip install torch==2.13.0 && pip install -e ".[dev]"': Case(
+        skip="installs the environment this test runs in (CI: .ci/run)"
+    ),
+    "python train.py algorithm=ppo env=cartpole": Case(
+        budget=SMALL, expect=["PPO on CartPole-v1: ", *RUN_END], marks=SLOW
+    ),
+    "python -m pytest -q": Case(skip="the test suite itself"),
+    # choosing and overriding
+    "python train.py algorithm=ppo env=pendulum": Case(
+        budget=SMALL, expect=["PPO on Pendulum-v1: ", *RUN_END], marks=SLOW
+    ),
+    "python train.py algorithm=ppo env=cartpole algorithm.lr=3e-4 training.max_steps=50000": Case(
+        budget=SMALL, expect=["PPO on CartPole-v1: ", *RUN_END], marks=SLOW
+    ),
+    "python train.py env=acrobot environment.num_envs=16 training.max_steps=100000 "
+    "training.target_score=-100 training.eval_loop=10": Case(
+        budget=SMALL, expect=["PPO on Acrobot-v1: ", *RUN_END], marks=SLOW
+    ),
+    "python train.py env=acrobot env.num_envs=16 training=smoke": Case(
+        expect=["PPO on Acrobot-v1: completed: budget done at step 4,096", *RUN_END], marks=SLOW
+    ),
+    "python train.py experiment=ppo_cartpole": Case(
+        budget=SMALL, expect=["PPO on CartPole-v1: ", *RUN_END], marks=SLOW
+    ),
+    "python train.py algorithm=ppo env=cartpole dry_run=true": Case(
+        expect=["algorithm:\n  name: PPO", "name: CartPole-v1"]
+    ),
+    "python train.py algorithm=ppo env=cartpole dry_run=true > my_run.yaml": Case(
+        files=["my_run.yaml"]
+    ),
+    "python train.py manifest=my_run.yaml training.pop_size=4": Case(
+        budget=SMALL, needs=("manifest",), expect=["PPO on CartPole-v1: ", *RUN_END], marks=SLOW
+    ),
+    f"python train.py resume={RUN_PLACEHOLDER}": Case(
+        needs=("run",), expect=["PPO on CartPole-v1: ", *RUN_END], marks=SLOW
+    ),
+    "python train.py -m algorithm=ppo env=cartpole seed=0,1,2": Case(
+        budget=SMALL_SWEEP, expect=["#2 : ", "seed=2"], marks=SLOW
+    ),
+    # without Hydra: the agilerl command
+    "agilerl validate my_run.yaml": Case(needs=("manifest",), expect=["ok: my_run.yaml: PPO on"]),
+    "agilerl schema > manifest.schema.json": Case(files=["manifest.schema.json"]),
+    "agilerl algorithms": Case(expect=["RainbowDQN", "'Rainbow DQN'", "train_off_policy"]),
+    f"agilerl evaluate {RUN_PLACEHOLDER} --episodes 20": Case(
+        needs=("run",), expect=["episodes: 20  return: ", "95% CI ["], marks=SLOW
+    ),
+    f"agilerl evaluate {RUN_PLACEHOLDER} --video episodes.mp4": Case(
+        needs=("run",), expect=["video: episodes.mp4"], files=["episodes.mp4"], marks=SLOW
+    ),
+    # evolutionary HPO
+    "python train.py algorithm=ppo env=cartpole hpo=evolutionary training.pop_size=4 "
+    "training.evo_steps=2048 training.max_steps=30000": Case(
+        budget=SMALL_HPO,
+        expect=["generation 1", "(elite)", "elite kept", "PPO on CartPole-v1: ", *RUN_END],
+        marks=SLOW,
+    ),
+    # sweeps
+    "python train.py -m seed=0,1,2 algorithm.lr=1e-3,3e-4": Case(
+        budget=SMALL_SWEEP, expect=["#5 : ", "seed=2"], marks=SLOW
+    ),
+    "python train.py -m hydra/launcher=local seed=0,1,2": Case(
+        budget=SMALL_SWEEP,
+        expect=["submitted 3 job(s) to local", "job 2 [seed=2]", "(3/3 done)"],
+        marks=SLOW,
+    ),
+    "python train.py -m seed=0,1,2 hpo=evolutionary dry_run=true": Case(
+        expect=["3 jobs, 1,200,000 env steps at most (jobs x pop_size x max_steps)"]
+    ),
+    "python train.py -m hydra/sweeper=optuna algorithm=dqn env=cartpole "
+    "hydra.sweeper.n_trials=8 training.max_steps=20000": Case(
+        budget={**SMALL_SWEEP, "hydra.sweeper.n_trials": "2"},
+        expect=["search space (DQN's default)", "algorithm.lr: float 0.0001..0.01 (log)"],
+        files=["multirun"],
+        marks=SLOW,
+    ),
+    f"agilerl sweep status {SWEEP_PLACEHOLDER} --watch 5": Case(
+        needs=("sweep",), expect=["completed"], marks=SLOW
+    ),
+    f"agilerl sweep summary {SWEEP_PLACEHOLDER}": Case(
+        needs=("sweep",), expect=["mean", "95% CI", "best: "], marks=SLOW
+    ),
+    f"agilerl sweep rerun {SWEEP_PLACEHOLDER}": Case(
+        needs=("sweep",), expect=["0 of 2 job(s) to run again"], marks=SLOW
+    ),
+    # SLURM
+    'pip install -e ".[slurm]"': Case(skip="installs an extra (the dev extra has what tests use)"),
+    "python train.py -m hydra/launcher=slurm_cpu seed=0,1,2 hydra.launcher.partition=debug": Case(
+        budget=SMALL_SWEEP, expect=["submitted 3 job(s) to slurm", "(3/3 done)"], marks=("slurm",)
+    ),
+    "python train.py -m hydra/launcher=slurm_gpu device=cuda hpo=evolutionary "
+    "hydra.launcher.partition=debug hydra.launcher.timeout_min=240 seed=0,1": Case(
+        budget=SMALL_HPO, expect=["submitted 2 job(s) to slurm"], marks=("slurm", "gpu")
+    ),
+    f"agilerl sweep status {SWEEP_PLACEHOLDER} --watch 10": Case(
+        needs=("sweep",), expect=["completed"], marks=SLOW
+    ),
+    "scripts/slurm_local_cluster.sh install": Case(
+        expect=["slurm_local_cluster: "], marks=("slurm",)
+    ),
+    "scripts/slurm_local_cluster.sh start": Case(
+        expect=["slurm_local_cluster: ready: debug* up"], marks=("slurm",)
+    ),
+    'eval "$(scripts/slurm_local_cluster.sh env)"': Case(marks=("slurm",)),
+    "python -m pytest -m slurm": Case(skip="the slurm tests themselves"),
+    "scripts/slurm_local_cluster.sh stop": Case(skip="would stop the cluster the slurm tests use"),
+    # benchmarks, development
+    "python scripts/bench/validate_latency.py": Case(marks=SLOW),
+    "python scripts/bench/ppo_cartpole_vs_sb3.py": Case(
+        budget={"--seeds": "0"}, expect=["median steps/s: ours"], marks=SLOW
+    ),
+    "ruff check . && ruff format --check .": Case(
+        expect=["All checks passed!", "files already formatted"], in_repo=True
+    ),
+    "python -m pytest -m slow": Case(skip="the slow tests themselves"),
+    "bash .ci/run": Case(skip="CI: a fresh venv and every extra installed from the network"),
+}
+
+
+def shell_command(command: str, case: Case, fixtures: dict[str, Path]) -> str:
+    """The README command as this machine runs it: our interpreter, the repo's files."""
+    if "run" in case.needs:
+        command = command.replace(RUN_PLACEHOLDER, str(fixtures["run"]))
+    if "sweep" in case.needs:
+        command = command.replace(SWEEP_PLACEHOLDER, str(fixtures["sweep"]))
+    budget = {} if FULL else case.budget
+    if budget:
+        head, redirect = [*command.split(" > ", 1), ""][:2]
+        words = [w for w in shlex.split(head) if w.split("=", 1)[0] not in budget]
+        flags = [f"{k} {v}" if k.startswith("--") else f"{k}={v}" for k, v in budget.items()]
+        command = shlex.join(words) + " " + " ".join(flags)
+        if redirect:
+            command += f" > {redirect}"
+    python, bindir = shlex.quote(sys.executable), Path(sys.executable).parent
+    command = re.sub(r"(^|&& )python ", rf"\g<1>{python} ", command)
+    command = re.sub(r"(^|&& )agilerl ", rf"\g<1>{python} -m agilerl.cli ", command)
+    command = re.sub(r"(^|&& )ruff ", rf"\g<1>{bindir}/ruff ", command)
+    command = command.replace(" train.py ", f" {REPO}/train.py ")
+    command = re.sub(r"(^|\s|\()(scripts/)", rf"\g<1>{REPO}/\g<2>", command)
+    return command
+
+
+def run_shell(command: str, cwd: Path, timeout: int = 1800) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        ["bash", "-c", command], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+# --- fixtures: what placeholder paths in the README stand for ------------------------------
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    cwd = tmp_path_factory.mktemp("run")
+    done = run_shell(
+        f"{sys.executable} {REPO}/train.py training=smoke logger.tensorboard=false", cwd
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (run_dir,) = (cwd / "runs").glob("*/*")
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def finished_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    cwd = tmp_path_factory.mktemp("sweep")
+    sweep = cwd / "multirun" / "example"
+    flags = " ".join(f"{k}={v}" for k, v in SMALL_SWEEP.items())
+    done = run_shell(
+        f"{sys.executable} {REPO}/train.py -m hydra.sweep.dir={sweep} seed=0,1 {flags}", cwd
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return sweep
+
+
+def _manifest(cwd: Path) -> None:
+    flags = "" if FULL else "training.max_steps=2048 training.evo_steps=1024 training.eval_loop=2"
+    done = run_shell(
+        f"{sys.executable} {REPO}/train.py algorithm=ppo env=cartpole {flags} dry_run=true "
+        "> my_run.yaml",
+        cwd,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def _params() -> list:
+    params = []
+    for command in dict.fromkeys(readme_commands()):
+        case = CASES.get(command, Case(skip="no case"))
+        marks = [getattr(pytest.mark, m) for m in case.marks]
+        if case.skip:
+            marks.append(pytest.mark.skip(reason=case.skip))
+        params.append(pytest.param(command, case, marks=marks, id=command[:70]))
+    return params
+
+
+# --- the tests ----------------------------------------------------------------------------
+def test_every_readme_command_has_a_case() -> None:
+    commands = set(readme_commands())
+    missing = sorted(commands - set(CASES))
+    stale = sorted(set(CASES) - commands)
+    assert not missing, f"README commands without a case in tests/test_readme.py: {missing}"
+    assert not stale, f"cases for commands no longer in the README: {stale}"
+
+
+@pytest.mark.parametrize(("command", "case"), _params())
+def test_readme_command(
+    command: str, case: Case, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    fixtures: dict[str, Path] = {}
+    if "run" in case.needs:
+        fixtures["run"] = request.getfixturevalue("finished_run")
+    if "sweep" in case.needs:
+        fixtures["sweep"] = request.getfixturevalue("finished_sweep")
+    if "manifest" in case.needs:
+        _manifest(tmp_path)
+    done = run_shell(shell_command(command, case, fixtures), REPO if case.in_repo else tmp_path)
+    output = done.stdout + done.stderr
+    assert done.returncode == case.rc, output[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    for text in case.expect:
+        assert text in output, f"{text!r} not in the output:\n{output[-3000:]}"
+    for name in case.files:
+        assert (tmp_path / name).exists(), f"{command} wrote no {name}"
+    if "hpo=evolutionary" in command and "-m" not in command.split():
+        (run_dir,) = (tmp_path / "runs").glob("*/*")
+        assert (run_dir / "hpo.csv").exists() and (run_dir / "plots" / "population.png").exists()
+        lineage = (run_dir / "hpo.csv").read_text().splitlines()
+        elite_rows = [row for row in lineage[1:] if ",True," in row]
+        assert elite_rows and all(",None," in row for row in elite_rows), lineage
+    if command.endswith("> manifest.schema.json"):
+        assert json.loads((tmp_path / "manifest.schema.json").read_text())["properties"]
+
+
+@pytest.mark.parametrize(
+    ("command", "lines"), readme_error_examples(), ids=[c[:60] for c, _ in readme_error_examples()]
+)
+def test_readme_error_examples(command: str, lines: list[str], tmp_path: Path) -> None:
+    done = run_shell(shell_command(command, Case(), {}), tmp_path, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    for line in lines:
+        assert line.removesuffix("...").rstrip() in done.stderr, done.stderr
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("summary.json"))
+
+
+@pytest.mark.slow
+def test_readme_python_example(tmp_path: Path) -> None:
+    (code,) = [body for lang, body in code_blocks(README.read_text()) if lang == "python"]
+    _manifest(tmp_path)
+    if not FULL:
+        code = code.replace('"max_steps": 100_000', '"max_steps": 2_048, "evo_steps": 1_024')
+    script = tmp_path / "example.py"
+    script.write_text(code)
+    done = run_shell(f"{sys.executable} {script}", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("PPO on CartPole-v1: ") == 2, done.stdout[-3000:]
