@@ -119,7 +119,7 @@ class IPPO(MultiAgentAlgorithm):
             module.to(self.device)
         self.nets = {"actors": self.actors, "critics": self.critics, "log_std": self.log_std}
         self.opts = {
-            policy: torch.optim.Adam(self._params(policy), lr=self.spec.lr, eps=1e-5)
+            policy: torch.optim.Adam(self._params(policy), lr=self.spec.lr, eps=1e-5, foreach=True)
             for policy in self.policies
         }
 
@@ -258,9 +258,9 @@ class IPPO(MultiAgentAlgorithm):
                     opt.step()
                     with torch.no_grad():
                         kls.append(float(((ratio - 1) - log_ratio).mean()))
-                    stats["policy_loss"].append(float(pg_loss))
-                    stats["value_loss"].append(float(v_loss))
-                    stats["entropy"].append(float(entropy))
+                    stats["policy_loss"].append(float(pg_loss.detach()))
+                    stats["value_loss"].append(float(v_loss.detach()))
+                    stats["entropy"].append(float(entropy.detach()))
                 stats["approx_kl"].append(float(np.mean(kls)) if kls else 0.0)
                 if spec.target_kl is not None and kls and np.mean(kls) > spec.target_kl:
                     break

@@ -20,8 +20,7 @@ __all__ = ["MADDPG"]
 
 def _soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
     with torch.no_grad():
-        for t, s in zip(target.parameters(), source.parameters(), strict=True):
-            t.lerp_(s, tau)
+        torch._foreach_lerp_(list(target.parameters()), list(source.parameters()), tau)
 
 
 class MADDPG(MultiAgentAlgorithm):
@@ -106,10 +105,10 @@ class MADDPG(MultiAgentAlgorithm):
         self.opts = {}
         for policy in self.policies:
             self.opts[f"actor:{policy}"] = torch.optim.Adam(
-                self.actors[policy].parameters(), lr=self.spec.lr_actor
+                self.actors[policy].parameters(), lr=self.spec.lr_actor, foreach=True
             )
             params = [p for c in self.critic_sets for p in c[policy].parameters()]
-            self.opts[f"critic:{policy}"] = torch.optim.Adam(params, lr=self.spec.lr_critic)
+            self.opts[f"critic:{policy}"] = torch.optim.Adam(params, lr=self.spec.lr_critic, foreach=True)
         seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
         rng = np.random.default_rng(seed)
         self.noise: dict[str, ExplorationNoise] = {
