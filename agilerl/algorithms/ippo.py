@@ -184,12 +184,15 @@ class IPPO(MultiAgentAlgorithm):
         return out
 
     def env_actions(self, actions: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
-        """Tensors from :meth:`policy_step` as numpy env actions."""
+        """Tensors from :meth:`policy_step` as numpy env actions (Box actions clipped)."""
         result = {}
         for agent, action in actions.items():
             array = action.cpu().numpy()
             space = self.action_spaces[agent]
-            result[agent] = array.astype(np.int64) if isinstance(space, spaces.Discrete) else array
+            if isinstance(space, spaces.Discrete):
+                result[agent] = array.astype(np.int64)
+            else:  # the unclipped sample is what the policy learns from; the env gets it clipped
+                result[agent] = np.clip(array, space.low, space.high).astype(space.dtype)
         return result
 
     def act(self, obs: Mapping[str, Any], greedy: bool = False) -> dict[str, np.ndarray]:

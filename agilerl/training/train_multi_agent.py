@@ -148,7 +148,8 @@ def mutate_hyperparameters(
 
     Each member mutates with ``probability``: one name drawn from the spec's
     ``hpo_ranges`` that is also a spec field (or from ``names``) is multiplied
-    by the grow or shrink factor, clamped to its range (integers rounded) and
+    by the grow or shrink factor, clamped to its range (widened to include the
+    current value), integers rounded, and
     written through :meth:`MultiAgentAlgorithm.with_spec`.
 
     Returns:
@@ -167,7 +168,8 @@ def mutate_hyperparameters(
         low, high, grow, shrink = ranges[name]
         value = getattr(agent.spec, name)
         new = value * (grow if rng.random() < 0.5 else shrink)
-        new = min(max(new, low), high)
+        # A setting the user put outside the range is not pulled into it in one jump.
+        new = min(max(new, min(low, value)), max(high, value))
         if isinstance(value, int) and not isinstance(value, bool):
             new = int(round(new))
         agent.with_spec(**{name: new})
