@@ -212,9 +212,16 @@ class IPPO(MultiAgentAlgorithm):
             Mean ``policy_loss``, ``value_loss``, ``entropy`` and ``approx_kl``.
         """
         spec = self.spec
-        stats: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": []}
+        stats: dict[str, list[float]] = {
+            "policy_loss": [],
+            "value_loss": [],
+            "entropy": [],
+            "approx_kl": [],
+        }
         for policy in self.policies:
-            parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("obs", "cobs", "act", "logp", "adv", "ret")}
+            parts: dict[str, list[torch.Tensor]] = {
+                k: [] for k in ("obs", "cobs", "act", "logp", "adv", "ret")
+            }
             for agent in self.members[policy]:
                 adv, ret = gae(
                     rollout["reward"][agent],
@@ -225,13 +232,15 @@ class IPPO(MultiAgentAlgorithm):
                     spec.gae_lambda,
                 )
                 keep = rollout["active"][agent].reshape(-1).bool()
-                flat = lambda x: x.reshape(-1, *x.shape[2:])[keep]  # noqa: E731
-                parts["obs"].append(flat(rollout["obs"][agent]))
-                parts["cobs"].append(flat(rollout["critic_obs"][agent]))
-                parts["act"].append(flat(rollout["action"][agent]))
-                parts["logp"].append(flat(rollout["log_prob"][agent]))
-                parts["adv"].append(flat(adv))
-                parts["ret"].append(flat(ret))
+                for key, value in (
+                    ("obs", rollout["obs"][agent]),
+                    ("cobs", rollout["critic_obs"][agent]),
+                    ("act", rollout["action"][agent]),
+                    ("logp", rollout["log_prob"][agent]),
+                    ("adv", adv),
+                    ("ret", ret),
+                ):
+                    parts[key].append(value.reshape(-1, *value.shape[2:])[keep])
             data = {k: torch.cat(v) for k, v in parts.items()}
             n = data["obs"].shape[0]
             params = self._params(policy)

@@ -62,18 +62,25 @@ class MADDPG(MultiAgentAlgorithm):
         super().__init__(spec, observation_spaces, action_spaces, index=index, device=device)
         for space in self.action_spaces.values():
             if not isinstance(space, spaces.Discrete | spaces.Box):
-                raise ValueError(f"{type(self).__name__} supports Discrete and Box actions, got {space}")
+                raise ValueError(
+                    f"{type(self).__name__} supports Discrete and Box actions, got {space}"
+                )
         self._given = (actor_networks, critic_networks)
         self._build()
 
     # --- networks -------------------------------------------------------------
     def _critic_names(self) -> list[str]:
-        return ["critics"] if self.num_critics == 1 else [f"critics_{i + 1}" for i in range(self.num_critics)]
+        return (
+            ["critics"]
+            if self.num_critics == 1
+            else [f"critics_{i + 1}" for i in range(self.num_critics)]
+        )
 
     def _build(self) -> None:
         given_actors, given_critics = self._given
         joint = sum(
-            flat_dim(self.observation_spaces[a]) + flat_dim(self.action_spaces[a]) for a in self.agents
+            flat_dim(self.observation_spaces[a]) + flat_dim(self.action_spaces[a])
+            for a in self.agents
         )
         actors: dict[str, nn.Module] = {}
         critics: list[dict[str, nn.Module]] = [{} for _ in range(self.num_critics)]
@@ -108,7 +115,9 @@ class MADDPG(MultiAgentAlgorithm):
                 self.actors[policy].parameters(), lr=self.spec.lr_actor, foreach=True
             )
             params = [p for c in self.critic_sets for p in c[policy].parameters()]
-            self.opts[f"critic:{policy}"] = torch.optim.Adam(params, lr=self.spec.lr_critic, foreach=True)
+            self.opts[f"critic:{policy}"] = torch.optim.Adam(
+                params, lr=self.spec.lr_critic, foreach=True
+            )
         seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
         rng = np.random.default_rng(seed)
         self.noise: dict[str, ExplorationNoise] = {

@@ -114,7 +114,9 @@ class MultiAgentReplayBuffer:
     def state_dict(self) -> dict[str, Any]:
         """Contents, position and generator state as plain tensors (for exact resume)."""
         return {
-            "data": {a: {k: v[: self.size].clone() for k, v in d.items()} for a, d in self._data.items()},
+            "data": {
+                a: {k: v[: self.size].clone() for k, v in d.items()} for a, d in self._data.items()
+            },
             "pos": self.pos,
             "size": self.size,
             "generator": self.generator.get_state(),

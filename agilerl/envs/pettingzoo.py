@@ -18,6 +18,7 @@ returns fixed-shape per-agent arrays:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import multiprocessing as mp
 from collections.abc import Mapping, Sequence
@@ -73,7 +74,9 @@ def make_parallel_env(name: str, env_config: Mapping[str, Any] | None = None) ->
     try:
         return factory(**dict(env_config or {}))
     except TypeError as exc:
-        raise ConfigError(f"environment.env_config: {name}.parallel_env() refused it: {exc}") from None
+        raise ConfigError(
+            f"environment.env_config: {name}.parallel_env() refused it: {exc}"
+        ) from None
 
 
 class ClipActionsParallel(BaseParallelWrapper):
@@ -136,7 +139,7 @@ class _CopyStepper:
 
     def step(self, actions: Mapping[str, Any]) -> tuple[Any, ...]:
         alive = set(self.env.agents)
-        obs, rew, term, trunc, info = self.env.step({a: actions[a] for a in self.env.agents})
+        obs, rew, term, trunc, _ = self.env.step({a: actions[a] for a in self.env.agents})
         active = {a: a in alive for a in self.agents}
         rewards = {a: float(rew.get(a, 0.0)) for a in self.agents}
         terminated = {a: bool(term.get(a, a not in alive)) for a in self.agents}
@@ -280,10 +283,8 @@ class PettingZooVectorEnv:
             proc.join(timeout=5)
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # interpreter shutdown
             self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
 
 
 def make_vector_env(

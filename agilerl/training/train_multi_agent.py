@@ -171,7 +171,7 @@ def mutate_hyperparameters(
         # A setting the user put outside the range is not pulled into it in one jump.
         new = min(max(new, min(low, value)), max(high, value))
         if isinstance(value, int) and not isinstance(value, bool):
-            new = int(round(new))
+            new = round(new)
         agent.with_spec(**{name: new})
         agent.mut = name
         applied.append(name)

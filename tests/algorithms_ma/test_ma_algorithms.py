@@ -96,8 +96,14 @@ def test_share_policies_gives_one_network_per_group(cls, spec_cls) -> None:
 
 def test_share_policies_refuses_a_group_with_different_spaces() -> None:
     env = _env(True)
-    obs = {"speaker_0": env.observation_spaces["speaker_0"], "speaker_1": env.observation_spaces["listener_0"]}
-    act = {"speaker_0": env.action_spaces["speaker_0"], "speaker_1": env.action_spaces["listener_0"]}
+    obs = {
+        "speaker_0": env.observation_spaces["speaker_0"],
+        "speaker_1": env.observation_spaces["listener_0"],
+    }
+    act = {
+        "speaker_0": env.action_spaces["speaker_0"],
+        "speaker_1": env.action_spaces["listener_0"],
+    }
     with pytest.raises(ValueError, match="share_policies"):
         IPPO(IPPOSpec(share_policies=True), obs, act)
     env.close()
@@ -115,7 +121,10 @@ def test_per_group_network_sections_round_trip_and_are_used(cls, spec_cls, tmp_p
     assert again == spec and isinstance(again.net_config, dict)
     env = _env(False)
     agent = cls(spec, env.observation_spaces, env.action_spaces)
-    widths = {p: [m.out_features for m in agent.actors[p] if isinstance(m, nn.Linear)] for p in agent.policies}
+    widths = {
+        p: [m.out_features for m in agent.actors[p] if isinstance(m, nn.Linear)]
+        for p in agent.policies
+    }
     assert widths["speaker"][1] == 8 and widths["listener"][1] == 24
     path = tmp_path / "agent.pt"
     agent.save_checkpoint(path)
@@ -178,7 +187,13 @@ def test_prebuilt_module_dicts_are_used_as_given() -> None:
     env = _env(False)
     actors = nn.ModuleDict({"speaker_0": nn.Linear(3, 3), "listener_0": nn.Linear(11, 5)})
     critics = nn.ModuleDict({"speaker_0": nn.Linear(3, 1), "listener_0": nn.Linear(11, 1)})
-    agent = IPPO(IPPOSpec(), env.observation_spaces, env.action_spaces, actor_networks=actors, critic_networks=critics)
+    agent = IPPO(
+        IPPOSpec(),
+        env.observation_spaces,
+        env.action_spaces,
+        actor_networks=actors,
+        critic_networks=critics,
+    )
     assert agent.actors is actors and agent.critics is critics
     obs, _ = env.reset(seed=0)
     assert set(agent.act(obs)) == {"speaker_0", "listener_0"}
@@ -217,7 +232,9 @@ def test_matd3_updates_actor_every_policy_freq_and_madddpg_every_step() -> None:
         action = agent.act(obs)
         nxt, rew, term, _, _ = env.step(action)
         memory.add(obs=obs, action=action, reward=rew, next_obs=nxt, done=term)
-        results[cls.__name__] = [math.isnan(agent.learn(memory.sample(4))["actor_loss"]) for _ in range(4)]
+        results[cls.__name__] = [
+            math.isnan(agent.learn(memory.sample(4))["actor_loss"]) for _ in range(4)
+        ]
     assert results["MATD3"] == [True, False, True, False]
     assert results["MADDPG"] == [False] * 4
     env.close()
@@ -239,7 +256,9 @@ def test_discrete_maddpg_actor_gets_gradients(mode) -> None:
     env.close()
 
 
-def _run(cls, spec_cls, seed: int, *, continuous: bool, name: str = SL, population: int = 1, **config):
+def _run(
+    cls, spec_cls, seed: int, *, continuous: bool, name: str = SL, population: int = 1, **config
+):
     torch.manual_seed(seed)
     env = make_vector_env(name, {"continuous_actions": continuous, **config}, num_envs=2)
     eval_env = make_vector_env(name, {"continuous_actions": continuous, **config}, num_envs=2)

@@ -69,7 +69,9 @@ def test_per_group_network_sections_survive_manifest_spec_checkpoint_manifest(tm
     stored = torch.load(tmp_path / "a.pt", weights_only=True)["spec"]
     loaded = MultiAgentAlgorithm.load(tmp_path / "a.pt")
     assert loaded.spec.net_config == spec.net_config
-    rebuilt = TrainingManifest.from_dict({**manifest.to_dict(), "algorithm": {"name": "MATD3", **stored}})
+    rebuilt = TrainingManifest.from_dict(
+        {**manifest.to_dict(), "algorithm": {"name": "MATD3", **stored}}
+    )
     assert rebuilt.algorithm_with_network().net_config == spec.net_config
     assert TrainingManifest.from_dict(manifest.to_dict()) == manifest
     env.close()

@@ -46,9 +46,7 @@ def test_ippo_learns_discrete_speaker_listener_within_100k_steps() -> None:
     )
     torch.manual_seed(0)
     agent = IPPO(_spec(IPPOSpec, preset), env.observation_spaces, env.action_spaces)
-    result = train_multi_agent_on_policy(
-        [agent], env, max_steps=100_000, evo_steps=10_000, seed=0
-    )
+    result = train_multi_agent_on_policy([agent], env, max_steps=100_000, evo_steps=10_000, seed=0)
     env.close()
     assert agent.steps <= 100_000
     assert result.recent_return(0, 10_000) > -60
@@ -61,7 +59,9 @@ def test_ippo_learns_discrete_speaker_listener_within_100k_steps() -> None:
         (MATD3, MATD3Spec, "matd3_mpe_simple_speaker_listener_continuous"),
     ],
 )
-def test_off_policy_learns_continuous_speaker_listener_within_60k_steps(cls, spec_cls, preset) -> None:
+def test_off_policy_learns_continuous_speaker_listener_within_60k_steps(
+    cls, spec_cls, preset
+) -> None:
     torch.set_num_threads(1)
     conf = _tuned(preset)
     env = make_vector_env(

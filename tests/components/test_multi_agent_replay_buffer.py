@@ -22,10 +22,19 @@ def _buffer(max_size: int = 5, seed: int = 0) -> MultiAgentReplayBuffer:
 def _batch(start: int, n: int = 2) -> dict:
     rows = np.arange(start, start + n, dtype=np.float32)
     return {
-        "obs": {"speaker_0": np.repeat(rows[:, None], 3, 1), "listener_0": np.repeat(rows[:, None], 11, 1)},
-        "action": {"speaker_0": rows.astype(np.int64) % 3, "listener_0": np.repeat(rows[:, None], 5, 1)},
+        "obs": {
+            "speaker_0": np.repeat(rows[:, None], 3, 1),
+            "listener_0": np.repeat(rows[:, None], 11, 1),
+        },
+        "action": {
+            "speaker_0": rows.astype(np.int64) % 3,
+            "listener_0": np.repeat(rows[:, None], 5, 1),
+        },
         "reward": {"speaker_0": rows, "listener_0": -rows},
-        "next_obs": {"speaker_0": np.repeat(rows[:, None] + 1, 3, 1), "listener_0": np.repeat(rows[:, None] + 1, 11, 1)},
+        "next_obs": {
+            "speaker_0": np.repeat(rows[:, None] + 1, 3, 1),
+            "listener_0": np.repeat(rows[:, None] + 1, 11, 1),
+        },
         "done": {"speaker_0": rows > 100, "listener_0": rows > 100},
     }
 
@@ -41,7 +50,9 @@ def test_storage_is_preallocated_per_agent_and_rows_stay_joint() -> None:
     # Row j of every agent and field comes from the same joint transition.
     torch.testing.assert_close(sample["reward"]["speaker_0"], -sample["reward"]["listener_0"])
     torch.testing.assert_close(sample["obs"]["listener_0"][:, 0], sample["reward"]["speaker_0"])
-    torch.testing.assert_close(sample["next_obs"]["speaker_0"][:, 0], sample["reward"]["speaker_0"] + 1)
+    torch.testing.assert_close(
+        sample["next_obs"]["speaker_0"][:, 0], sample["reward"]["speaker_0"] + 1
+    )
 
 
 def test_wraps_around_at_capacity_and_masks_rows() -> None:
@@ -64,7 +75,9 @@ def test_sampling_is_seeded_and_state_round_trips() -> None:
     state = first.state_dict()
     restored = _buffer(10, seed=99)
     restored.load_state_dict(state)
-    torch.testing.assert_close(restored.sample(6)["reward"]["speaker_0"], first.sample(6)["reward"]["speaker_0"])
+    torch.testing.assert_close(
+        restored.sample(6)["reward"]["speaker_0"], first.sample(6)["reward"]["speaker_0"]
+    )
 
 
 def test_empty_buffer_and_missing_fields_raise() -> None:

@@ -45,11 +45,11 @@ class StaggeredEnv(ParallelEnv):
         }
         self.render_mode = None
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019 - spaces are fixed per agent
+    @functools.cache  # noqa: B019 - spaces are fixed per agent
     def observation_space(self, agent: str) -> spaces.Space:
         return self._obs[agent]
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019
+    @functools.cache  # noqa: B019
     def action_space(self, agent: str) -> spaces.Space:
         return self._act[agent]
 
@@ -113,23 +113,23 @@ def test_clip_actions_keeps_continuous_actions_in_bounds() -> None:
 
 
 def test_bad_names_raise_config_errors_with_the_fix() -> None:
-    with pytest.raises(ConfigError, match="mpe2.simple_spread_v3"):
+    with pytest.raises(ConfigError, match=r"mpe2\.simple_spread_v3"):
         make_parallel_env("pettingzoo.mpe.simple_spread_v3")
-    with pytest.raises(ConfigError, match="environment.name"):
+    with pytest.raises(ConfigError, match=r"environment\.name"):
         make_parallel_env("mpe2.no_such_env_v9")
-    with pytest.raises(ConfigError, match="environment.env_config"):
+    with pytest.raises(ConfigError, match=r"environment\.env_config"):
         make_parallel_env(SL, {"not_an_argument": 1})
 
 
 def _random_returns(env: PettingZooVectorEnv, episodes_per_copy: int, seed: int) -> list[float]:
     rng = np.random.default_rng(seed)
-    obs, _ = env.reset(seed=seed)
+    env.reset(seed=seed)
     running = np.zeros(env.num_envs)
     counts = np.zeros(env.num_envs, dtype=int)
     returns: list[list[float]] = [[] for _ in range(env.num_envs)]
     while (counts < episodes_per_copy).any():
         actions = {a: _sample(env.action_spaces[a], env.num_envs, rng) for a in env.agents}
-        obs, rewards, _, _, info = env.step(actions)
+        _, rewards, _, _, info = env.step(actions)
         running += sum(rewards.values())
         for i in np.flatnonzero(info["episode_done"]):
             if counts[i] < episodes_per_copy:
@@ -154,7 +154,7 @@ def test_vector_env_reproduces_single_env_episodes_exactly() -> None:
     single_obs = [s.reset(seed=10 + i)[0] for i, s in enumerate(singles)]
     for step in range(60):  # 2.4 episodes: crosses an autoreset
         actions = {a: _sample(venv.action_spaces[a], 3, rng) for a in venv.agents}
-        for i, single in enumerate(singles):
+        for i in range(3):
             for agent in venv.agents:
                 np.testing.assert_allclose(obs[agent][i], single_obs[i][agent])
         obs, rewards, _, truncated, info = venv.step(actions)
@@ -215,11 +215,13 @@ def test_vector_env_handles_agents_finishing_at_different_times(monkeypatch) -> 
     actions = {"runner_0": np.array([1, 0]), "walker_0": np.full((2, 2), 3.0, np.float32)}
     rows = [env.step(actions) for _ in range(6)]
     # Step 3: the runner terminates; it is inactive (zero obs, zero reward) on steps 4-5.
-    _, rew3, term3, _, info3 = rows[2]
+    _, _, term3, _, info3 = rows[2]
     assert term3["runner_0"].all() and info3["active"]["runner_0"].all()
     obs4, rew4, term4, _, info4 = rows[3]
     assert not info4["active"]["runner_0"].any() and info4["active"]["walker_0"].all()
-    assert (rew4["runner_0"] == 0).all() and (obs4["runner_0"] == 0).all() and term4["runner_0"].all()
+    assert (
+        (rew4["runner_0"] == 0).all() and (obs4["runner_0"] == 0).all() and term4["runner_0"].all()
+    )
     # Walker actions are clipped to [0, 1] by the wrapper: reward 2.0, not 6.0.
     assert (rew4["walker_0"] == 2.0).all()
     # Step 5: the walker is truncated, the episode ends and both copies autoreset.

@@ -61,7 +61,9 @@ def flat_dim(space: spaces.Space) -> int:
     )
 
 
-def build_mlp(in_dim: int, out_dim: int, net: NetworkSpec | None, seed: int | None = None) -> nn.Sequential:
+def build_mlp(
+    in_dim: int, out_dim: int, net: NetworkSpec | None, seed: int | None = None
+) -> nn.Sequential:
     """An MLP ``in -> encoder hidden -> latent_dim -> head hidden -> out`` from a network spec.
 
     Only ``arch: mlp`` encoders are supported (vector observations).
@@ -105,7 +107,9 @@ def _check_spaces(name: str, value: Any) -> dict[str, spaces.Space]:
         raise ValueError(f"{name} must be a non-empty dict of per-agent spaces")
     for agent, space in value.items():
         if not isinstance(space, spaces.Space):
-            raise TypeError(f"{name}[{agent!r}] must be a gymnasium Space, got {type(space).__name__}")
+            raise TypeError(
+                f"{name}[{agent!r}] must be a gymnasium Space, got {type(space).__name__}"
+            )
     return dict(value)
 
 
@@ -145,7 +149,10 @@ class MultiAgentAlgorithm:
         if index is None:
             raise ValueError("index is required (the agent's slot in the population)")
         if not isinstance(spec, self.spec_class):
-            raise TypeError(f"{type(self).__name__} needs a {self.spec_class.__name__}, got {type(spec).__name__}")
+            raise TypeError(
+                f"{type(self).__name__} needs a {self.spec_class.__name__}, "
+                f"got {type(spec).__name__}"
+            )
         self.observation_spaces = _check_spaces("observation_spaces", observation_spaces)
         self.action_spaces = _check_spaces("action_spaces", action_spaces)
         if set(self.observation_spaces) != set(self.action_spaces):
@@ -162,11 +169,11 @@ class MultiAgentAlgorithm:
         self.fitness: list[float] = []
         self.scores: list[float] = []
         self.mut: str | None = None
-        self.policy_of = {
-            a: agent_group(a) if spec.share_policies else a for a in self.agents
-        }
+        self.policy_of = {a: agent_group(a) if spec.share_policies else a for a in self.agents}
         self.policies = list(dict.fromkeys(self.policy_of.values()))
-        self.members = {p: [a for a in self.agents if self.policy_of[a] == p] for p in self.policies}
+        self.members = {
+            p: [a for a in self.agents if self.policy_of[a] == p] for p in self.policies
+        }
         for policy, members in self.members.items():
             first = members[0]
             for other in members[1:]:
@@ -183,7 +190,7 @@ class MultiAgentAlgorithm:
 
     # --- spec helpers -------------------------------------------------------------
     def net_spec(self, policy: str) -> NetworkSpec | None:
-        """The network spec of ``policy``: per-group/agent entry of ``net_config`` or the shared one.
+        """The network spec of ``policy``: its entry in a per-group ``net_config``, or the one.
 
         Raises:
             ValueError: If ``net_config`` is per group and names neither the
@@ -287,7 +294,9 @@ class MultiAgentAlgorithm:
         self._load_extra_state(state.get("extra", {}))
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any], device: str | torch.device = "cpu") -> MultiAgentAlgorithm:
+    def from_state(
+        cls, state: Mapping[str, Any], device: str | torch.device = "cpu"
+    ) -> MultiAgentAlgorithm:
         """Build an agent from a state dict alone (dispatching on the stored algorithm)."""
         name = state.get("algorithm")
         algo_cls = cls if name == cls.__name__ else _REGISTRY.get(str(name))
@@ -321,7 +330,9 @@ class MultiAgentAlgorithm:
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], device: str | torch.device = "cpu") -> MultiAgentAlgorithm:
+    def load(
+        cls, path: str | os.PathLike[str], device: str | torch.device = "cpu"
+    ) -> MultiAgentAlgorithm:
         """Build an agent from a checkpoint file (``torch.load(weights_only=True)``).
 
         Raises:
@@ -330,7 +341,9 @@ class MultiAgentAlgorithm:
         try:
             state = torch.load(path, map_location=device, weights_only=True)
         except Exception as exc:
-            raise ValueError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc})") from exc
+            raise ValueError(
+                f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc})"
+            ) from exc
         try:
             return cls.from_state(state, device)
         except (ValueError, KeyError, TypeError) as exc:
