@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -278,13 +279,8 @@ class MADDPG(MultiAgentAlgorithm):
             "actor_loss": float(np.mean(actor_losses)) if actor_losses else float("nan"),
         }
 
-    def _extra_state(self) -> dict[str, Any]:
-        return {}
-
 
 def _frozen_copy(module: nn.ModuleDict) -> nn.ModuleDict:
-    import copy
-
     target = copy.deepcopy(module)
     for param in target.parameters():
         param.requires_grad_(False)

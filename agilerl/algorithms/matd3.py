@@ -38,8 +38,9 @@ class MATD3(MADDPG):
                 actions[agent] = F.gumbel_softmax(out, tau=self.spec.gumbel_temperature, hard=True)
                 continue
             action = self._squash(agent, out)
-            low = torch.as_tensor(space.low, dtype=torch.float32).reshape(-1)
-            high = torch.as_tensor(space.high, dtype=torch.float32).reshape(-1)
+            low = torch.as_tensor(space.low, dtype=torch.float32, device=self.device).reshape(-1)
+            high = torch.as_tensor(space.high, dtype=torch.float32, device=self.device)
+            high = high.reshape(-1)
             noise = torch.randn_like(action) * self.spec.policy_noise
             noise = noise.clamp(-self.spec.noise_clip, self.spec.noise_clip) * (high - low)
             actions[agent] = torch.max(torch.min(action + noise, high), low)
