@@ -340,8 +340,9 @@ def train_multi_agent_on_policy(
         population: The agents.
         env: One vector env per member, or one shared by all (each member's
             turn then starts from a reset, dropping partial episodes).
-        max_steps: Env steps per member.
-        evo_steps: Env steps per member between evaluations (and evolution).
+        max_steps: Env steps per member; a rollout that would pass it is not started.
+        evo_steps: Env steps per member between evaluations (and evolution); a
+            generation ends after the first rollout that reaches it.
         eval_env: Env for evaluation; ``None`` skips evaluation and evolution.
         eval_loop: Evaluation episodes per eval-env copy.
         sum_scores: Fitness summed over agents, else averaged.
@@ -367,7 +368,13 @@ def train_multi_agent_on_policy(
     )
     shared = len(set(map(id, envs))) == 1 and len(envs) > 1
     states: dict[int, tuple[dict, EpisodeTracker]] = {}
-    while min(a.steps for a in schedule.result.population) < max_steps:
+
+    def fits(slot: int, agent: IPPO) -> bool:
+        # Rollouts are whole: one that would pass max_steps is not started.
+        rollout = _rollout_steps(agent, envs[slot].num_envs) * envs[slot].num_envs
+        return agent.steps + rollout <= max_steps
+
+    while any(fits(slot, a) for slot, a in enumerate(schedule.result.population)):
         for slot, agent in enumerate(schedule.result.population):
             venv = envs[slot]
             if shared or slot not in states:
@@ -375,7 +382,7 @@ def train_multi_agent_on_policy(
                 states[slot] = (obs, EpisodeTracker(venv.agents, venv.num_envs))
             obs, tracker = states[slot]
             target = min(agent.steps + evo_steps, max_steps)
-            while agent.steps < target:
+            while agent.steps < target and fits(slot, agent):
                 rollout, obs = _collect_ippo(agent, venv, obs, tracker, schedule)
                 agent.learn(rollout)
             states[slot] = (obs, tracker)

@@ -288,8 +288,8 @@ def _run(
 @pytest.mark.parametrize(("cls", "spec_cls"), ALGOS)
 def test_simple_spread_runs_with_finite_values_and_evolves(cls, spec_cls) -> None:
     result = _run(cls, spec_cls, 0, continuous=True, name=SPREAD, population=2, N=3)
-    # On-policy rollouts are whole units, so a mutated learn_step may overshoot max_steps.
-    assert len(result.history) == 2 and 2 * 200 <= result.env_steps <= 2 * 250
+    # Rollouts are whole units: a mutated learn_step may stop a member short of max_steps.
+    assert len(result.history) >= 2 and 2 * 100 < result.env_steps <= 2 * 200
     assert len(result.history[0]["mutations"]) == 2
     for row in result.history:
         assert len(row["fitness"]) == 2 and all(math.isfinite(f) for f in row["fitness"])
@@ -298,7 +298,7 @@ def test_simple_spread_runs_with_finite_values_and_evolves(cls, spec_cls) -> Non
             assert sum(per_agent.values()) == pytest.approx(fitness)
         assert all(math.isfinite(s) for s in row["mean_score"])
     assert len({a.index for a in result.population}) == 2
-    assert all(a.steps >= 200 for a in result.population)
+    assert all(100 < a.steps <= 200 for a in result.population)
     for agent in result.population:
         for net in agent.nets.values():
             assert all(torch.isfinite(p).all() for p in net.parameters())
