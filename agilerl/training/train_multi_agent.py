@@ -36,6 +36,9 @@ __all__ = [
 ]
 
 Logger = Callable[[dict[str, Any]], None]
+"""Called with each generation's history row (metrics)."""
+GenerationHook = Callable[["MultiAgentTrainResult"], None]
+"""Called after each generation's evolution (e.g. to write checkpoints)."""
 
 
 @dataclass
@@ -214,6 +217,7 @@ class _Schedule:
         mutation_probability: float,
         seed: int,
         log: Logger | None,
+        on_generation: GenerationHook | None = None,
     ) -> None:
         self.result = MultiAgentTrainResult(population=population)
         self.eval_env = eval_env
@@ -224,6 +228,7 @@ class _Schedule:
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         self.log = log
+        self.on_generation = on_generation
         self.generation = 0
         self.gen_scores: dict[int, list[float]] = {}
 
@@ -270,6 +275,8 @@ class _Schedule:
         self.result.history.append(row)
         if self.log is not None:
             self.log(row)
+        if self.on_generation is not None:
+            self.on_generation(self.result)
         self.generation += 1
         self.gen_scores = {}
 
@@ -333,6 +340,7 @@ def train_multi_agent_on_policy(
     mutation_probability: float = 0.5,
     seed: int = 0,
     log: Logger | None = None,
+    on_generation: GenerationHook | None = None,
 ) -> MultiAgentTrainResult:
     """Train a population of IPPO agents (one rollout -> one :meth:`IPPO.learn`).
 
@@ -350,6 +358,7 @@ def train_multi_agent_on_policy(
         mutation_probability: Chance a selected member mutates one RL hyperparameter.
         seed: Seeds torch, env resets and the mutation generator.
         log: Called with each generation's history row.
+        on_generation: Called with the result after each generation's evolution.
 
     Returns:
         The run's :class:`MultiAgentTrainResult`.
@@ -365,6 +374,7 @@ def train_multi_agent_on_policy(
         mutation_probability=mutation_probability,
         seed=seed,
         log=log,
+        on_generation=on_generation,
     )
     shared = len(set(map(id, envs))) == 1 and len(envs) > 1
     states: dict[int, tuple[dict, EpisodeTracker]] = {}
@@ -424,6 +434,7 @@ def train_multi_agent_off_policy(
     mutation_probability: float = 0.5,
     seed: int = 0,
     log: Logger | None = None,
+    on_generation: GenerationHook | None = None,
 ) -> MultiAgentTrainResult:
     """Train a population of MADDPG/MATD3 agents from one shared replay buffer.
 
@@ -444,6 +455,7 @@ def train_multi_agent_off_policy(
         mutation_probability: Chance a selected member mutates one RL hyperparameter.
         seed: Seeds torch, env resets, the buffer and the mutation generator.
         log: Called with each generation's history row.
+        on_generation: Called with the result after each generation's evolution.
     """
     torch.manual_seed(seed)
     envs = _envs_for(population, env)
@@ -456,6 +468,7 @@ def train_multi_agent_off_policy(
         mutation_probability=mutation_probability,
         seed=seed,
         log=log,
+        on_generation=on_generation,
     )
     memory = make_replay_buffer(population[0], memory_size, seed)
     shared = len(set(map(id, envs))) == 1 and len(envs) > 1

@@ -326,3 +326,33 @@ def test_evaluation_sums_or_averages_over_agents() -> None:
     assert mean == pytest.approx(total / 2)
     assert agent.fitness == [total, mean]
     env.close()
+
+
+def test_generation_hooks_see_metrics_and_can_checkpoint_the_population(tmp_path) -> None:
+    env = _env(True, num_envs=2)
+    agent = MATD3(
+        MATD3Spec(net_config=SMALL_NET, batch_size=16), env.observation_spaces, env.action_spaces
+    )
+    rows, saved = [], []
+
+    def checkpoint(result) -> None:
+        path = tmp_path / f"gen{len(saved)}.pt"
+        result.population[0].save_checkpoint(path)
+        saved.append((path, result.population[0].steps))
+
+    train_multi_agent_off_policy(
+        [agent],
+        env,
+        max_steps=100,
+        evo_steps=50,
+        learning_delay=20,
+        eval_env=env,
+        seed=1,
+        log=rows.append,
+        on_generation=checkpoint,
+    )
+    assert [row["generation"] for row in rows] == [0, 1]
+    assert [steps for _, steps in saved] == [50, 100]
+    loaded = MultiAgentAlgorithm.load(saved[-1][0])
+    assert loaded.steps == 100 and loaded.fitness == agent.fitness and len(loaded.fitness) == 2
+    env.close()
