@@ -356,3 +356,34 @@ def test_generation_hooks_see_metrics_and_can_checkpoint_the_population(tmp_path
     loaded = MultiAgentAlgorithm.load(saved[-1][0])
     assert loaded.steps == 100 and loaded.fitness == agent.fitness and len(loaded.fitness) == 2
     env.close()
+
+
+def test_ippo_shared_critic_input_sees_every_observation() -> None:
+    env = _env(False, num_envs=2)
+    spec = IPPOSpec(net_config=SMALL_NET, shared_critic_input=True, learn_step=50, batch_size=25)
+    agent = IPPO(spec, env.observation_spaces, env.action_spaces)
+    assert agent.critics["speaker_0"][0].in_features == 3 + 11
+    assert agent.critics["listener_0"][0].in_features == 3 + 11
+    assert agent.actors["speaker_0"][0].in_features == 3
+    result = train_multi_agent_on_policy([agent], env, max_steps=100, evo_steps=100, seed=0)
+    assert all(math.isfinite(s) for s in result.history[0]["mean_score"])
+    env.close()
+
+
+@pytest.mark.parametrize(("cls", "spec_cls"), ALGOS)
+def test_shared_policies_train_on_simple_spread(cls, spec_cls) -> None:
+    env = _env(cls is not IPPO, SPREAD, num_envs=2, N=3)
+    if cls is IPPO:
+        spec = spec_cls(net_config=SMALL_NET, share_policies=True, learn_step=50, batch_size=50)
+    else:
+        spec = spec_cls(net_config=SMALL_NET, share_policies=True, learn_step=2, batch_size=16)
+    agent = cls(spec, env.observation_spaces, env.action_spaces)
+    before = [p.clone() for p in agent.actors["agent"].parameters()]
+    if cls is IPPO:
+        train_multi_agent_on_policy([agent], env, max_steps=100, evo_steps=100, seed=0)
+    else:
+        train_multi_agent_off_policy([agent], env, max_steps=100, evo_steps=100, seed=0)
+    after = list(agent.actors["agent"].parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(after, before, strict=True))
+    assert all(torch.isfinite(p).all() for p in after)
+    env.close()
