@@ -114,15 +114,14 @@ def evaluate_checkpoint(
     frames: list[Any] = []
     returns = []
     try:
+        check_spaces(algo, env, env_spec)
         for episode in range(episodes):
             obs, _ = env.reset(seed=seed + episode)
             total, done = 0.0, False
             while not done:
                 if video:
                     frames.append(env.render())
-                batch = _batch(obs)
-                action = algo.get_action(batch, greedy=True)[0][0]
-                obs, reward, terminated, truncated, _ = env.step(action)
+                obs, reward, terminated, truncated, _ = env.step(greedy_action(algo, obs))
                 total += float(reward)
                 done = terminated or truncated
             returns.append(total)
@@ -130,6 +129,50 @@ def evaluate_checkpoint(
         env.close()
     video_path = _write_video(Path(video), frames, fps) if video else None
     return EvaluationResult(returns, agent_file, video_path)
+
+
+def greedy_action(agent: Any, obs: Any) -> Any:
+    """The agent's greedy env action for one (unbatched) observation.
+
+    Uses the uniform ``act(obs, greedy=True)`` where the agent has it; older
+    agents' ``get_action`` returns either the action batch (off-policy) or a
+    tuple whose first item is it (PPO), and both are accepted.
+    """
+    batch = _batch(obs)
+    act = getattr(agent, "act", None)
+    out = act(batch, greedy=True) if callable(act) else agent.get_action(batch, greedy=True)
+    if isinstance(out, tuple):
+        out = out[0]
+    return np.asarray(out)[0]
+
+
+def check_spaces(agent: Any, env: Any, env_spec: GymEnvSpec) -> None:
+    """Refuse an env whose observation or action space does not fit the agent.
+
+    Raises:
+        ConfigError: Naming both spaces and how to pick the right env.
+    """
+    for kind in ("observation", "action"):
+        theirs = getattr(env, f"{kind}_space")
+        ours = getattr(agent, f"{kind}_space", None)
+        if ours is not None and not _same_space(ours, theirs):
+            raise ConfigError(
+                f"--env {env_spec.name}: its {kind} space {theirs} does not match the agent's "
+                f"{ours}; evaluate in the env the agent was trained on (omit --env to use the "
+                "run's manifest)"
+            )
+
+
+def _same_space(a: Any, b: Any) -> bool:
+    if type(a) is not type(b) or getattr(a, "shape", None) != getattr(b, "shape", None):
+        return False
+    if hasattr(a, "n") and np.any(np.asarray(a.n) != np.asarray(b.n)):
+        return False
+    if isinstance(getattr(a, "spaces", None), dict):
+        return a.spaces.keys() == b.spaces.keys() and all(
+            _same_space(a.spaces[k], b.spaces[k]) for k in a.spaces
+        )
+    return True
 
 
 def _batch(obs: Any) -> Any:

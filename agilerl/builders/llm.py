@@ -8,8 +8,6 @@ from agilerl.arena.models.algorithms import AlgorithmSpec, LLMAlgorithmSpec, Rol
 from agilerl.builders.base import (
     AlgorithmBuilder,
     apply_checkpoint,
-    constructor_kwargs,
-    spec_kwargs,
 )
 from agilerl.builders.runtime import AlgorithmBuildRuntime
 
@@ -70,29 +68,19 @@ class LLMBuilder(AlgorithmBuilder):
             raise ValueError("LLMBuilder.build needs a tokenizer")
         runtime = runtime or AlgorithmBuildRuntime(index=0)
         algo_cls = cls.checked_class(spec)
-        kwargs = spec_kwargs(spec, runtime.hp_config)
-        kwargs["model_name"] = spec.pretrained_model_name_or_path
-        kwargs.pop("pretrained_model_name_or_path", None)
-        if isinstance(spec, RolloutLLMSpec) and rollout_mode == "colocated" and spec.use_vllm:
-            kwargs["vllm_config"] = {**COLOCATED_VLLM_DEFAULTS, **(kwargs.get("vllm_config") or {})}
-        else:
-            kwargs.pop("vllm_config", None)
-        if spec.lora_config is not None:
-            kwargs["lora_config"] = to_peft_lora(spec.lora_config.model_dump())
-        if spec.fsdp is not None:
-            kwargs["fsdp_config"] = kwargs.pop("fsdp")
-        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else None
-        if pad_id is None and getattr(tokenizer, "eos_token_id", None) is not None:
+        if tokenizer.pad_token_id is None and getattr(tokenizer, "eos_token_id", None) is not None:
             tokenizer.pad_token = tokenizer.eos_token
-            pad_id = tokenizer.eos_token_id
-        kwargs.update(
-            pad_token_id=pad_id,
-            pad_token=tokenizer.pad_token,
+        extra: dict[str, Any] = {}
+        if isinstance(spec, RolloutLLMSpec) and rollout_mode == "colocated" and spec.use_vllm:
+            extra["vllm_defaults"] = dict(COLOCATED_VLLM_DEFAULTS)
+        if runtime.accelerator is not None:
+            extra["accelerator"] = runtime.accelerator
+        algo = algo_cls(
+            spec,
+            tokenizer=tokenizer,
+            actor_network=actor_network,
             index=runtime.index if runtime.index is not None else 0,
             device=runtime.device,
-            accelerator=runtime.accelerator,
-            actor_network=actor_network,
-            tokenizer=tokenizer,
+            **extra,
         )
-        algo = algo_cls(**constructor_kwargs(algo_cls, kwargs))
         return apply_checkpoint(algo, spec, runtime)

@@ -90,7 +90,5 @@ def train_manifest(manifest: TrainingManifest, options: RunOptions) -> RunResult
         logger=options.logger,
         torch_threads=options.torch_threads,
     )
-    trainer.train()
-    result = read_result(run_dir)
-    assert result is not None
-    return result
+    result = trainer.run()
+    return RunResult(result.status, run_dir, result.best_fitness, result.wall_seconds)

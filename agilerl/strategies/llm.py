@@ -72,6 +72,7 @@ class LLMRolloutStrategy(LLMStrategy):
     One loop for every rollout regime: single-turn reasoning is ``max_turns=1``.
     """
 
+    paradigm: ClassVar[str] = "LLM rollout"
     default_loop: ClassVar[str | TrainingLoop | None] = (
         "agilerl.training.llm.train_llm_rollout:train_llm_rollout"
     )
@@ -83,6 +84,7 @@ class LLMDatasetStrategy(LLMStrategy):
     One loop for both objectives; the env's objective picks the loss.
     """
 
+    paradigm: ClassVar[str] = "LLM dataset"
     takes_epochs: ClassVar[bool] = True
     default_loop: ClassVar[str | TrainingLoop | None] = (
         "agilerl.training.llm.train_llm_dataset:train_llm_dataset"
