@@ -24,6 +24,7 @@ from agilerl.algorithms.ippo import IPPO
 from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
 from agilerl.envs.pettingzoo import PettingZooVectorEnv
 from agilerl.hpo.tournament import TournamentSelection
+from agilerl.training.results import LoopResult
 
 __all__ = [
     "EpisodeTracker",
@@ -60,6 +61,19 @@ class MultiAgentTrainResult:
     history: list[dict[str, Any]] = field(default_factory=list)
     episodes: dict[int, list[tuple[int, float, dict[str, float]]]] = field(default_factory=dict)
     env_steps: int = 0
+
+    def to_loop_result(self) -> LoopResult:
+        """The run as the :class:`~agilerl.training.results.LoopResult` RL loops return."""
+        last = [float(a.fitness[-1]) if a.fitness else float("nan") for a in self.population]
+        seen = [f for row in self.history for f in row["fitness"] if math.isfinite(f)]
+        finite_last = [f for f in last if math.isfinite(f)]
+        return LoopResult(
+            population=self.population,
+            fitnesses=last,
+            total_steps=self.env_steps,
+            best_fitness=max(seen) if seen else None,
+            final_fitness=max(finite_last) if finite_last else None,
+        )
 
     def recent_return(self, index: int, last_steps: int) -> float:
         """Mean summed training return of member ``index``'s episodes in its last ``last_steps``."""

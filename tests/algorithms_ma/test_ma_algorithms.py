@@ -299,6 +299,11 @@ def test_simple_spread_runs_with_finite_values_and_evolves(cls, spec_cls) -> Non
         assert all(math.isfinite(s) for s in row["mean_score"])
     assert len({a.index for a in result.population}) == 2
     assert all(100 < a.steps <= 200 for a in result.population)
+    loop_result = result.to_loop_result()
+    population, fitnesses = loop_result
+    assert population is result.population and len(fitnesses) == 2
+    assert loop_result.total_steps == result.env_steps
+    assert loop_result.best_fitness == max(f for row in result.history for f in row["fitness"])
     for agent in result.population:
         for net in agent.nets.values():
             assert all(torch.isfinite(p).all() for p in net.parameters())
