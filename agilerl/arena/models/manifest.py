@@ -213,7 +213,10 @@ class TrainingManifest(StrictModel):
         data = self.model_dump(mode="json", by_alias=False, exclude_none=True)
         data = {"apiVersion": data.pop("api_version"), **data}
         algorithm = self.algorithm.model_dump(mode="json", exclude_none=True)
-        algorithm.pop("net_config", None)
+        if not isinstance(getattr(self.algorithm, "net_config", None), dict):
+            # One network comes from (and goes back to) the network section; per-group
+            # sections of multi-agent algorithms live only here and must survive.
+            algorithm.pop("net_config", None)
         data["algorithm"] = {"name": self.algorithm.name, **algorithm}
         data["environment"] = self.environment.model_dump(mode="json", exclude_none=True)
         return data
@@ -223,6 +226,7 @@ class TrainingManifest(StrictModel):
         if (
             isinstance(self.network, NetworkSpec)
             and "net_config" in type(self.algorithm).model_fields
+            and not isinstance(getattr(self.algorithm, "net_config", None), dict)
         ):
             annotation_cls = type(self.algorithm).model_fields["net_config"].annotation
             from agilerl.arena.models.errors import model_classes

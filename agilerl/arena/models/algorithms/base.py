@@ -117,6 +117,13 @@ class MultiAgentAlgorithmSpec(AlgorithmSpec):
     torch_compiler: str | None = Field(
         None, description="torch.compile mode for the networks; null runs eagerly."
     )
+    share_policies: bool = Field(
+        False,
+        description=(
+            "Agents whose ids share a prefix (speaker_0, speaker_1 -> group speaker) share "
+            "one policy; their spaces must match."
+        ),
+    )
 
 
 _PACKED_ATTENTION = ("flash_attention_2", "flex_attention")

@@ -31,6 +31,9 @@ class IPPOSpec(MultiAgentAlgorithmSpec):
     target_kl: float | None = Field(None, ge=0.0, description="Early-stop KL threshold.")
     update_epochs: int = Field(4, ge=1, description="Passes over each rollout.")
     action_batch_size: int | None = Field(None, ge=1, description="Agents per batched forward.")
+    shared_critic_input: bool = Field(
+        False, description="Critics see every agent's observation (a centralised value)."
+    )
     net_config: StochasticActorSpec | dict[str, StochasticActorSpec] | None = Field(
-        None, description="Network settings, shared or per agent group."
+        None, description="Network settings, one for all or per agent group (or agent id)."
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -28,6 +28,14 @@ class MADDPGSpec(MultiAgentAlgorithmSpec):
     mean_noise: float = Field(0.0, ge=-1.0, le=1.0, description="Exploration noise mean.")
     theta: float = Field(0.15, ge=0.0, description="OU mean-reversion rate.")
     dt: float = Field(0.01, gt=0.0, description="OU time step.")
+    discrete_actions: Literal["gumbel_softmax", "one_hot"] = Field(
+        "gumbel_softmax",
+        description=(
+            "Differentiable discrete actions for the actor update: Gumbel-softmax samples or "
+            "the greedy one-hot with straight-through gradients."
+        ),
+    )
+    gumbel_temperature: float = Field(1.0, gt=0.0, description="Gumbel-softmax temperature.")
     net_config: DeterministicActorSpec | dict[str, DeterministicActorSpec] | None = Field(
-        None, description="Network settings, shared or per agent group."
+        None, description="Network settings, one for all or per agent group (or agent id)."
     )

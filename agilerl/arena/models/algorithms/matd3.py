@@ -13,3 +13,7 @@ class MATD3Spec(MADDPGSpec):
     """Multi-Agent Twin Delayed DDPG."""
 
     policy_freq: int = Field(2, ge=1, description="Critic updates per actor update.")
+    policy_noise: float = Field(
+        0.2, ge=0.0, description="Std of target-policy smoothing noise (continuous actions)."
+    )
+    noise_clip: float = Field(0.5, ge=0.0, description="Clip of target-policy smoothing noise.")

@@ -1,0 +1,287 @@
+"""MADDPG: decentralised deterministic actors, centralised critics over all agents."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from gymnasium import spaces
+from torch import nn
+
+from agilerl.algorithms.core.multi_agent import MultiAgentAlgorithm, build_mlp, flat_dim
+from agilerl.arena.models.algorithms.maddpg import MADDPGSpec
+from agilerl.components.noise import ExplorationNoise, make_noise
+
+__all__ = ["MADDPG"]
+
+
+def _soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
+    with torch.no_grad():
+        torch._foreach_lerp_(list(target.parameters()), list(source.parameters()), tau)
+
+
+class MADDPG(MultiAgentAlgorithm):
+    """Multi-Agent DDPG.
+
+    Each policy (an agent, or a group with ``share_policies``) has an actor on
+    its own observation and a critic on ``[own obs, own action, every obs,
+    every action]`` (the own part lets a group-shared critic tell its members
+    apart). Box actions are ``tanh`` squashed into the bounds; Discrete
+    actions are logits, made differentiable with Gumbel-softmax or a greedy
+    one-hot with straight-through gradients (``spec.discrete_actions``), and
+    stored one-hot for the critics.
+
+    Args:
+        spec: Validated :class:`MADDPGSpec`.
+        observation_spaces: Per-agent observation spaces.
+        action_spaces: Per-agent action spaces.
+        index: Population index.
+        device: Torch device.
+        actor_networks: Optional pre-built ``ModuleDict`` of actors by policy id.
+        critic_networks: Optional pre-built ``ModuleDict`` of critics by policy id.
+    """
+
+    spec_class = MADDPGSpec
+    spec: MADDPGSpec
+    num_critics = 1
+
+    def __init__(
+        self,
+        spec: MADDPGSpec,
+        observation_spaces: Mapping[str, spaces.Space] | None,
+        action_spaces: Mapping[str, spaces.Space] | None,
+        *,
+        index: int | None = 0,
+        device: str | torch.device = "cpu",
+        actor_networks: nn.ModuleDict | None = None,
+        critic_networks: nn.ModuleDict | None = None,
+    ) -> None:
+        super().__init__(spec, observation_spaces, action_spaces, index=index, device=device)
+        for space in self.action_spaces.values():
+            if not isinstance(space, spaces.Discrete | spaces.Box):
+                raise ValueError(
+                    f"{type(self).__name__} supports Discrete and Box actions, got {space}"
+                )
+        self._given = (actor_networks, critic_networks)
+        self._build()
+
+    # --- networks -------------------------------------------------------------
+    def _critic_names(self) -> list[str]:
+        return (
+            ["critics"]
+            if self.num_critics == 1
+            else [f"critics_{i + 1}" for i in range(self.num_critics)]
+        )
+
+    def _build(self) -> None:
+        given_actors, given_critics = self._given
+        joint = sum(
+            flat_dim(self.observation_spaces[a]) + flat_dim(self.action_spaces[a])
+            for a in self.agents
+        )
+        actors: dict[str, nn.Module] = {}
+        critics: list[dict[str, nn.Module]] = [{} for _ in range(self.num_critics)]
+        for policy in self.policies:
+            agent = self.members[policy][0]
+            own = flat_dim(self.observation_spaces[agent]) + flat_dim(self.action_spaces[agent])
+            net = self.net_spec(policy)
+            actors[policy] = build_mlp(
+                flat_dim(self.observation_spaces[agent]), flat_dim(self.action_spaces[agent]), net
+            )
+            for table in critics:
+                table[policy] = build_mlp(own + joint, 1, net)
+        self.actors = given_actors if given_actors is not None else nn.ModuleDict(actors)
+        critic_dicts = [nn.ModuleDict(t) for t in critics]
+        if given_critics is not None:
+            critic_dicts[0] = given_critics
+        self.actors.to(self.device)
+        self.actor_targets = _frozen_copy(self.actors)
+        self.nets = {"actors": self.actors, "actor_targets": self.actor_targets}
+        self.critic_sets: list[nn.ModuleDict] = []
+        self.critic_target_sets: list[nn.ModuleDict] = []
+        for name, critic in zip(self._critic_names(), critic_dicts, strict=True):
+            critic.to(self.device)
+            target = _frozen_copy(critic)
+            self.critic_sets.append(critic)
+            self.critic_target_sets.append(target)
+            self.nets[name] = critic
+            self.nets[f"{name}_targets"] = target
+        self.opts = {}
+        for policy in self.policies:
+            self.opts[f"actor:{policy}"] = torch.optim.Adam(
+                self.actors[policy].parameters(), lr=self.spec.lr_actor, foreach=True
+            )
+            params = [p for c in self.critic_sets for p in c[policy].parameters()]
+            self.opts[f"critic:{policy}"] = torch.optim.Adam(
+                params, lr=self.spec.lr_critic, foreach=True
+            )
+        seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
+        rng = np.random.default_rng(seed)
+        self.noise: dict[str, ExplorationNoise] = {
+            a: make_noise(
+                self.spec.O_U_noise,
+                flat_dim(self.action_spaces[a]),
+                self.spec.vect_noise_dim,
+                self.spec.mean_noise,
+                self.spec.expl_noise,
+                self.spec.theta,
+                self.spec.dt,
+                rng,
+            )
+            for a in self.agents
+            if isinstance(self.action_spaces[a], spaces.Box)
+        }
+
+    def _apply_lrs(self) -> None:
+        for name, opt in self.opts.items():
+            lr = self.spec.lr_actor if name.startswith("actor:") else self.spec.lr_critic
+            for group in opt.param_groups:
+                group["lr"] = lr
+
+    # --- actions ----------------------------------------------------------------
+    def _squash(self, agent: str, out: torch.Tensor) -> torch.Tensor:
+        space = self.action_spaces[agent]
+        low = torch.as_tensor(space.low, dtype=torch.float32, device=self.device).reshape(-1)
+        high = torch.as_tensor(space.high, dtype=torch.float32, device=self.device).reshape(-1)
+        return low + (high - low) * (torch.tanh(out) + 1.0) / 2.0
+
+    def _differentiable(self, agent: str, out: torch.Tensor) -> torch.Tensor:
+        """Critic-input action from actor outputs, with gradients."""
+        if isinstance(self.action_spaces[agent], spaces.Box):
+            return self._squash(agent, out)
+        if self.spec.discrete_actions == "gumbel_softmax":
+            return F.gumbel_softmax(out, tau=self.spec.gumbel_temperature, hard=True)
+        soft = F.softmax(out, dim=-1)
+        hard = F.one_hot(soft.argmax(-1), soft.shape[-1]).to(soft.dtype)
+        return hard - soft.detach() + soft
+
+    def _target_action(self, agent: str, obs: torch.Tensor) -> torch.Tensor:
+        out = self.actor_targets[self.policy_of[agent]](obs)
+        if isinstance(self.action_spaces[agent], spaces.Box):
+            return self._squash(agent, out)
+        return F.one_hot(out.argmax(-1), out.shape[-1]).float()
+
+    def to_critic_action(self, agent: str, action: torch.Tensor) -> torch.Tensor:
+        """A stored env action as critic input (one-hot for Discrete)."""
+        space = self.action_spaces[agent]
+        if isinstance(space, spaces.Discrete):
+            return F.one_hot(action.long().reshape(-1), int(space.n)).float()
+        return action.reshape(action.shape[0], -1).float()
+
+    @torch.no_grad()
+    def act(self, obs: Mapping[str, Any], greedy: bool = False) -> dict[str, np.ndarray]:
+        """Env actions: greedy outputs, or with exploration (noise / sampled categorical)."""
+        actions = {}
+        for agent in self.agents:
+            x = self.obs_tensor(obs, agent)
+            out = self.actors[self.policy_of[agent]](x)
+            space = self.action_spaces[agent]
+            if isinstance(space, spaces.Discrete):
+                if greedy:
+                    choice = out.argmax(-1)
+                else:
+                    choice = torch.distributions.Categorical(logits=out).sample()
+                actions[agent] = choice.cpu().numpy().astype(np.int64)
+                continue
+            action = self._squash(agent, out).cpu().numpy()
+            if not greedy:
+                scale = (space.high - space.low).reshape(-1)
+                action = action + self.noise[agent].sample(action.shape[0]) * scale
+                action = np.clip(action, space.low.reshape(-1), space.high.reshape(-1))
+            actions[agent] = action.reshape((action.shape[0], *space.shape)).astype(space.dtype)
+        return actions
+
+    def reset_noise(self, env_indices: np.ndarray | None = None) -> None:
+        """Reset exploration noise of finished env copies (all when ``None``)."""
+        for noise in self.noise.values():
+            noise.reset(env_indices)
+
+    # --- learning ---------------------------------------------------------------
+    def _critic_input(
+        self, agent: str, obs: Mapping[str, torch.Tensor], actions: Mapping[str, torch.Tensor]
+    ) -> torch.Tensor:
+        parts = [obs[agent], actions[agent]]
+        for other in self.agents:
+            parts += [obs[other], actions[other]]
+        return torch.cat([p.reshape(p.shape[0], -1) for p in parts], dim=-1)
+
+    def _next_target_actions(self, next_obs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {a: self._target_action(a, next_obs[a]) for a in self.agents}
+
+    def _target_q(self, agent: str, critic_in: torch.Tensor) -> torch.Tensor:
+        policy = self.policy_of[agent]
+        qs = [targets[policy](critic_in).squeeze(-1) for targets in self.critic_target_sets]
+        return torch.min(torch.stack(qs), dim=0).values
+
+    def _actor_due(self) -> bool:
+        return True
+
+    def learn(self, batch: Mapping[str, Mapping[str, torch.Tensor]]) -> dict[str, float]:
+        """One critic update per policy and (when due) one actor update, then soft targets.
+
+        Args:
+            batch: ``{field: {agent: tensor}}`` from
+                :class:`~agilerl.components.multi_agent_replay_buffer.MultiAgentReplayBuffer`.
+
+        Returns:
+            Mean ``critic_loss`` and ``actor_loss`` (``nan`` when the actor was not updated).
+        """
+        spec = self.spec
+        obs = {a: v.reshape(v.shape[0], -1) for a, v in batch["obs"].items()}
+        next_obs = {a: v.reshape(v.shape[0], -1) for a, v in batch["next_obs"].items()}
+        actions = {a: self.to_critic_action(a, batch["action"][a]) for a in self.agents}
+        with torch.no_grad():
+            next_actions = self._next_target_actions(next_obs)
+            targets = {}
+            for agent in self.agents:
+                q_next = self._target_q(agent, self._critic_input(agent, next_obs, next_actions))
+                live = 1.0 - batch["done"][agent]
+                targets[agent] = batch["reward"][agent] + spec.gamma * live * q_next
+        critic_losses = []
+        for policy in self.policies:
+            loss = torch.zeros((), device=self.device)
+            for agent in self.members[policy]:
+                x = self._critic_input(agent, obs, actions)
+                for critics in self.critic_sets:
+                    loss = loss + F.mse_loss(critics[policy](x).squeeze(-1), targets[agent])
+            opt = self.opts[f"critic:{policy}"]
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            critic_losses.append(float(loss.detach()))
+        self.num_updates += 1
+        actor_losses = []
+        if self._actor_due():
+            for policy in self.policies:
+                loss = torch.zeros((), device=self.device)
+                for agent in self.members[policy]:
+                    out = self.actors[policy](obs[agent])
+                    joint = dict(actions)
+                    joint[agent] = self._differentiable(agent, out)
+                    q = self.critic_sets[0][policy](self._critic_input(agent, obs, joint))
+                    loss = loss - q.mean()
+                    if isinstance(self.action_spaces[agent], spaces.Discrete):
+                        loss = loss + 1e-3 * out.pow(2).mean()
+                opt = self.opts[f"actor:{policy}"]
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                actor_losses.append(float(loss.detach()))
+            _soft_update(self.actor_targets, self.actors, spec.tau)
+            for critic, target in zip(self.critic_sets, self.critic_target_sets, strict=True):
+                _soft_update(target, critic, spec.tau)
+        return {
+            "critic_loss": float(np.mean(critic_losses)),
+            "actor_loss": float(np.mean(actor_losses)) if actor_losses else float("nan"),
+        }
+
+
+def _frozen_copy(module: nn.ModuleDict) -> nn.ModuleDict:
+    target = copy.deepcopy(module)
+    for param in target.parameters():
+        param.requires_grad_(False)
+    return target

@@ -1,0 +1,308 @@
+"""PettingZoo parallel envs from the manifest, and a vector env over copies of one.
+
+:func:`make_parallel_env` imports the module named in the manifest (for
+example ``mpe2.simple_speaker_listener_v4``) and calls its ``parallel_env``
+with ``env_config``. :class:`PettingZooVectorEnv` steps ``num_envs`` copies,
+in process (``sync=True``) or one subprocess per copy (``sync=False``), and
+returns fixed-shape per-agent arrays:
+
+* ``obs[agent]``: ``(num_envs, *obs_shape)``; zeros for an agent that is not
+  alive in that copy (it finished earlier than the others).
+* ``rewards[agent]``, ``terminated[agent]``, ``truncated[agent]``: ``(num_envs,)``.
+* ``infos["active"][agent]``: ``(num_envs,)`` bool, whether the agent acted
+  this step (learners ignore inactive rows).
+* ``infos["episode_done"]``: ``(num_envs,)`` bool; a copy whose agents are all
+  done is reset in the same step (its returned ``obs`` are the new episode's),
+  the finishing observations are in ``infos["final_obs"]``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import multiprocessing as mp
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from pettingzoo.utils.env import ParallelEnv
+from pettingzoo.utils.wrappers import BaseParallelWrapper
+
+from agilerl.arena.models.errors import ConfigError
+
+__all__ = [
+    "ClipActionsParallel",
+    "ParallelEnvFactory",
+    "PettingZooVectorEnv",
+    "make_parallel_env",
+    "make_vector_env",
+]
+
+
+def make_parallel_env(name: str, env_config: Mapping[str, Any] | None = None) -> ParallelEnv:
+    """Build a PettingZoo parallel env from its module path.
+
+    Args:
+        name: Module exposing ``parallel_env()``, e.g. ``mpe2.simple_spread_v3``.
+        env_config: Keyword arguments for ``parallel_env()``.
+
+    Raises:
+        ConfigError: Naming ``environment.name`` / ``environment.env_config`` when
+            the module cannot be imported, has no ``parallel_env`` or refuses
+            the arguments.
+    """
+    if name.startswith("pettingzoo.mpe"):
+        raise ConfigError(
+            f"environment.name: {name!r}: MPE moved out of pettingzoo 1.27; use "
+            f"'mpe2.{name.rsplit('.', 1)[-1]}' (pip install mpe2)"
+        )
+    try:
+        module = importlib.import_module(name)
+    except ImportError as exc:
+        raise ConfigError(
+            f"environment.name: cannot import {name!r} ({exc}); install its package "
+            "(e.g. pip install 'agilerl[multiagent]') or fix the module path"
+        ) from None
+    factory = getattr(module, "parallel_env", None)
+    if factory is None:
+        raise ConfigError(
+            f"environment.name: module {name!r} has no parallel_env(); name a PettingZoo "
+            "env module such as mpe2.simple_spread_v3"
+        )
+    try:
+        return factory(**dict(env_config or {}))
+    except TypeError as exc:
+        raise ConfigError(
+            f"environment.env_config: {name}.parallel_env() refused it: {exc}"
+        ) from None
+
+
+class ClipActionsParallel(BaseParallelWrapper):
+    """Clip every Box action into its agent's action-space bounds before stepping.
+
+    Gaussian (IPPO) and noisy (MADDPG) policies can leave the bounds; MPE
+    asserts its continuous actions lie in ``[0, 1]``.
+    """
+
+    def step(self, actions: dict[str, Any]) -> tuple[dict, ...]:
+        """Step with clipped actions (Discrete actions pass through)."""
+        clipped = {}
+        for agent, action in actions.items():
+            space = self.env.action_space(agent)
+            if isinstance(space, spaces.Box):
+                action = np.clip(np.asarray(action, dtype=space.dtype), space.low, space.high)
+            clipped[agent] = action
+        return self.env.step(clipped)
+
+
+@dataclass(frozen=True)
+class ParallelEnvFactory:
+    """A picklable recipe for one env copy (what subprocess workers build)."""
+
+    name: str
+    env_config: dict[str, Any] = field(default_factory=dict)
+    clip_actions: bool = True
+
+    def __call__(self) -> ParallelEnv:
+        """Build the env, wrapped in :class:`ClipActionsParallel` unless disabled."""
+        env = make_parallel_env(self.name, self.env_config)
+        return ClipActionsParallel(env) if self.clip_actions else env
+
+
+def _zeros(space: spaces.Space) -> np.ndarray:
+    return np.zeros(space.shape, dtype=space.dtype)
+
+
+class _CopyStepper:
+    """One env copy turned into fixed-shape arrays with same-step autoreset."""
+
+    def __init__(self, env: ParallelEnv) -> None:
+        self.env = env
+        self.agents = list(env.possible_agents)
+        self.obs_spaces = {a: env.observation_space(a) for a in self.agents}
+        self.act_spaces = {a: env.action_space(a) for a in self.agents}
+        self.seed: int | None = None
+
+    def _pad(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        return {
+            a: np.asarray(obs[a], dtype=self.obs_spaces[a].dtype)
+            if a in obs
+            else _zeros(self.obs_spaces[a])
+            for a in self.agents
+        }
+
+    def reset(self, seed: int | None) -> tuple[dict[str, np.ndarray], dict]:
+        obs, info = self.env.reset(seed=seed)
+        return self._pad(obs), info
+
+    def step(self, actions: Mapping[str, Any]) -> tuple[Any, ...]:
+        alive = set(self.env.agents)
+        obs, rew, term, trunc, _ = self.env.step({a: actions[a] for a in self.env.agents})
+        active = {a: a in alive for a in self.agents}
+        rewards = {a: float(rew.get(a, 0.0)) for a in self.agents}
+        terminated = {a: bool(term.get(a, a not in alive)) for a in self.agents}
+        truncated = {a: bool(trunc.get(a, False)) for a in self.agents}
+        padded = self._pad(obs)
+        done = not self.env.agents
+        final = None
+        if done:
+            final = padded
+            padded, _ = self.reset(None)
+        return padded, rewards, terminated, truncated, active, done, final
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def _worker(remote: Any, factory: ParallelEnvFactory) -> None:
+    stepper = _CopyStepper(factory())
+    try:
+        while True:
+            cmd, data = remote.recv()
+            if cmd == "step":
+                remote.send(stepper.step(data))
+            elif cmd == "reset":
+                remote.send(stepper.reset(data))
+            elif cmd == "close":
+                stepper.close()
+                remote.send(None)
+                break
+    except (EOFError, KeyboardInterrupt):
+        stepper.close()
+    finally:
+        remote.close()
+
+
+class PettingZooVectorEnv:
+    """``num_envs`` copies of a PettingZoo parallel env with batched per-agent arrays.
+
+    Args:
+        factories: One picklable env recipe per copy.
+        sync: Step in process (``True``) or one subprocess per copy.
+        context: ``multiprocessing`` start method for ``sync=False`` (the
+            platform default when ``None``; ``spawn``/``forkserver`` need an
+            ``if __name__ == "__main__"`` guard in the calling script).
+
+    Attributes:
+        agents: ``possible_agents`` of the env, in order.
+        observation_spaces: Per-agent single-copy observation spaces.
+        action_spaces: Per-agent single-copy action spaces.
+    """
+
+    def __init__(
+        self,
+        factories: Sequence[ParallelEnvFactory],
+        sync: bool = True,
+        context: str | None = None,
+    ) -> None:
+        if not factories:
+            raise ValueError("PettingZooVectorEnv needs at least one env copy")
+        self.num_envs = len(factories)
+        self.sync = bool(sync)
+        probe = factories[0]()
+        self.agents = list(probe.possible_agents)
+        self.observation_spaces = {a: probe.observation_space(a) for a in self.agents}
+        self.action_spaces = {a: probe.action_space(a) for a in self.agents}
+        self.metadata = dict(getattr(probe, "metadata", {}))
+        self._closed = False
+        if self.sync:
+            self._steppers = [_CopyStepper(probe)] + [_CopyStepper(f()) for f in factories[1:]]
+        else:
+            probe.close()
+            ctx = mp.get_context(context)
+            self._remotes, self._procs = [], []
+            for factory in factories:
+                parent, child = ctx.Pipe()
+                proc = ctx.Process(target=_worker, args=(child, factory), daemon=True)
+                proc.start()
+                child.close()
+                self._remotes.append(parent)
+                self._procs.append(proc)
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        """Single-copy observation space of ``agent``."""
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Space:
+        """Single-copy action space of ``agent``."""
+        return self.action_spaces[agent]
+
+    def _call(self, cmd: str, args: Sequence[Any]) -> list[Any]:
+        if self.sync:
+            return [getattr(s, cmd)(a) for s, a in zip(self._steppers, args, strict=True)]
+        for remote, arg in zip(self._remotes, args, strict=True):
+            remote.send((cmd, arg))
+        return [remote.recv() for remote in self._remotes]
+
+    def _stack(self, per_copy: Sequence[Mapping[str, Any]], dtype: Any = None) -> dict:
+        return {a: np.stack([np.asarray(c[a], dtype=dtype) for c in per_copy]) for a in self.agents}
+
+    def reset(self, seed: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Reset every copy; copy ``i`` is seeded with ``seed + i`` when a seed is given."""
+        seeds = [None if seed is None else int(seed) + i for i in range(self.num_envs)]
+        results = self._call("reset", seeds)
+        return self._stack([r[0] for r in results]), {"per_copy": [r[1] for r in results]}
+
+    def step(self, actions: Mapping[str, np.ndarray]) -> tuple[Any, ...]:
+        """Step every copy with row ``i`` of each agent's actions.
+
+        Returns:
+            ``(obs, rewards, terminated, truncated, infos)`` as described in
+            the module docstring.
+        """
+        per_copy = [{a: actions[a][i] for a in self.agents} for i in range(self.num_envs)]
+        results = self._call("step", per_copy)
+        obs = self._stack([r[0] for r in results])
+        rewards = self._stack([r[1] for r in results], np.float32)
+        terminated = self._stack([r[2] for r in results], bool)
+        truncated = self._stack([r[3] for r in results], bool)
+        active = self._stack([r[4] for r in results], bool)
+        done = np.array([r[5] for r in results], dtype=bool)
+        final = [r[6] for r in results]
+        infos = {"active": active, "episode_done": done, "final_obs": final}
+        return obs, rewards, terminated, truncated, infos
+
+    def close(self) -> None:
+        """Close every copy (and stop the workers)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.sync:
+            for stepper in self._steppers:
+                stepper.close()
+            return
+        for remote in self._remotes:
+            try:
+                remote.send(("close", None))
+                remote.recv()
+            except (BrokenPipeError, EOFError):
+                pass
+        for proc in self._procs:
+            proc.join(timeout=5)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # interpreter shutdown
+            self.close()
+
+
+def make_vector_env(
+    name: str,
+    env_config: Mapping[str, Any] | None = None,
+    num_envs: int = 1,
+    sync: bool = True,
+    clip_actions: bool = True,
+) -> PettingZooVectorEnv:
+    """A :class:`PettingZooVectorEnv` from a manifest's ``environment`` fields.
+
+    Args:
+        name: Module path (``environment.name``).
+        env_config: ``environment.env_config``.
+        num_envs: Copies (``environment.num_envs``).
+        sync: ``environment.sync``.
+        clip_actions: Wrap each copy in :class:`ClipActionsParallel`.
+    """
+    make_parallel_env(name, env_config).close()  # fail fast, in this process, with ConfigError
+    factory = ParallelEnvFactory(name, dict(env_config or {}), clip_actions)
+    return PettingZooVectorEnv([factory] * int(num_envs), sync=sync)

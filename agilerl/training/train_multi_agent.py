@@ -1,0 +1,524 @@
+"""Population training loops for multi-agent algorithms on a PettingZoo vector env.
+
+Both loops are plain functions of ``(population, env, ...)``: each generation
+trains every agent for ``evo_steps`` env steps, evaluates it (greedy, summed
+or averaged over agents), and, when a :class:`~agilerl.hpo.TournamentSelection`
+is given, selects the next generation and mutates RL hyperparameters
+(:func:`mutate_hyperparameters`). Env steps count agent-env interactions
+summed over copies (one vector step of 8 copies is 8 steps).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from agilerl.algorithms.core.multi_agent import MultiAgentAlgorithm
+from agilerl.algorithms.ippo import IPPO
+from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
+from agilerl.envs.pettingzoo import PettingZooVectorEnv
+from agilerl.hpo.tournament import TournamentSelection
+from agilerl.training.results import LoopResult
+
+__all__ = [
+    "EpisodeTracker",
+    "MultiAgentTrainResult",
+    "evaluate_multi_agent",
+    "make_replay_buffer",
+    "mutate_hyperparameters",
+    "train_multi_agent_off_policy",
+    "train_multi_agent_on_policy",
+]
+
+Logger = Callable[[dict[str, Any]], None]
+"""Called with each generation's history row (metrics)."""
+GenerationHook = Callable[["MultiAgentTrainResult"], None]
+"""Called after each generation's evolution (e.g. to write checkpoints)."""
+
+
+@dataclass
+class MultiAgentTrainResult:
+    """What a multi-agent population run produced.
+
+    Attributes:
+        population: The final population.
+        history: One row per generation: ``generation``, ``env_steps``,
+            ``fitness`` (per member), ``per_agent_fitness`` (per member, per
+            agent id), ``mean_score`` (per member: mean summed training return
+            of the generation's episodes), ``mutations``.
+        episodes: Per member index, the training episodes as
+            ``(env_steps_at_end, summed_return, {agent: return})``.
+        env_steps: Env steps taken by the whole population.
+    """
+
+    population: list[MultiAgentAlgorithm]
+    history: list[dict[str, Any]] = field(default_factory=list)
+    episodes: dict[int, list[tuple[int, float, dict[str, float]]]] = field(default_factory=dict)
+    env_steps: int = 0
+
+    def to_loop_result(self) -> LoopResult:
+        """The run as the :class:`~agilerl.training.results.LoopResult` RL loops return."""
+        last = [float(a.fitness[-1]) if a.fitness else float("nan") for a in self.population]
+        seen = [f for row in self.history for f in row["fitness"] if math.isfinite(f)]
+        finite_last = [f for f in last if math.isfinite(f)]
+        return LoopResult(
+            population=self.population,
+            fitnesses=last,
+            total_steps=self.env_steps,
+            best_fitness=max(seen) if seen else None,
+            final_fitness=max(finite_last) if finite_last else None,
+        )
+
+    def recent_return(self, index: int, last_steps: int) -> float:
+        """Mean summed training return of member ``index``'s episodes in its last ``last_steps``."""
+        episodes = self.episodes.get(index, [])
+        if not episodes:
+            return float("nan")
+        end = episodes[-1][0]
+        recent = [r for s, r, _ in episodes if s > end - last_steps]
+        return float(np.mean(recent))
+
+
+class EpisodeTracker:
+    """Running per-agent returns of each env copy; emits finished episodes."""
+
+    def __init__(self, agents: Sequence[str], num_envs: int) -> None:
+        self.agents = list(agents)
+        self.running = {a: np.zeros(num_envs, dtype=np.float64) for a in self.agents}
+
+    def reset(self) -> None:
+        """Forget partial episodes."""
+        for value in self.running.values():
+            value.fill(0.0)
+
+    def step(self, rewards: Mapping[str, np.ndarray], done: np.ndarray) -> list[dict[str, float]]:
+        """Add one vector step's rewards; return per-agent returns of copies that finished."""
+        for agent in self.agents:
+            self.running[agent] += rewards[agent]
+        finished = []
+        for i in np.flatnonzero(done):
+            finished.append({a: float(self.running[a][i]) for a in self.agents})
+            for agent in self.agents:
+                self.running[agent][i] = 0.0
+        return finished
+
+
+def evaluate_multi_agent(
+    agent: MultiAgentAlgorithm,
+    env: PettingZooVectorEnv,
+    *,
+    loop: int = 1,
+    sum_scores: bool = True,
+    seed: int | None = None,
+    greedy: bool = True,
+    record: bool = True,
+) -> tuple[float, dict[str, float]]:
+    """Run ``loop`` episodes per env copy and score the agent.
+
+    Args:
+        agent: The agent (its :meth:`act` is called greedily by default).
+        env: Evaluation vector env.
+        loop: Episodes per copy.
+        sum_scores: Fitness is the return summed over agents (``True``) or
+            the mean of the per-agent returns (``False``).
+        seed: Seed of ``env.reset``.
+        greedy: Deterministic actions.
+        record: Append the fitness to ``agent.fitness``.
+
+    Returns:
+        ``(fitness, {agent_id: mean return})``.
+    """
+    obs, _ = env.reset(seed=seed)
+    tracker = EpisodeTracker(env.agents, env.num_envs)
+    counts = np.zeros(env.num_envs, dtype=np.int64)
+    episodes: list[dict[str, float]] = []
+    with torch.no_grad():
+        while (counts < loop).any():
+            obs, rewards, _, _, info = env.step(agent.act(obs, greedy=greedy))
+            done = info["episode_done"]
+            keep = done & (counts < loop)
+            for i, ep in zip(np.flatnonzero(done), tracker.step(rewards, done), strict=True):
+                if keep[i]:
+                    episodes.append(ep)
+            counts += done
+    per_agent = {a: float(np.mean([ep[a] for ep in episodes])) for a in env.agents}
+    total = float(sum(per_agent.values()))
+    fitness = total if sum_scores else total / len(per_agent)
+    if record:
+        agent.fitness.append(fitness)
+    return fitness, per_agent
+
+
+def mutate_hyperparameters(
+    population: list[MultiAgentAlgorithm],
+    rng: np.random.Generator,
+    probability: float = 0.5,
+    names: Sequence[str] | None = None,
+) -> list[str | None]:
+    """Scale one RL hyperparameter of some members by its grow/shrink factor.
+
+    Each member mutates with ``probability``: one name drawn from the spec's
+    ``hpo_ranges`` that is also a spec field (or from ``names``) is multiplied
+    by the grow or shrink factor, clamped to its range (widened to include the
+    current value), integers rounded, and
+    written through :meth:`MultiAgentAlgorithm.with_spec`.
+
+    Returns:
+        The mutation applied to each member (``"lr_actor"``, ...) or ``None``.
+    """
+    applied: list[str | None] = []
+    for agent in population:
+        ranges = type(agent.spec).hpo_ranges
+        fields = type(agent.spec).model_fields
+        pool = [n for n in (names or ranges) if n in ranges and n in fields]
+        if not pool or rng.random() >= probability:
+            agent.mut = None
+            applied.append(None)
+            continue
+        name = pool[int(rng.integers(len(pool)))]
+        low, high, grow, shrink = ranges[name]
+        value = getattr(agent.spec, name)
+        new = value * (grow if rng.random() < 0.5 else shrink)
+        # A setting the user put outside the range is not pulled into it in one jump.
+        new = min(max(new, min(low, value)), max(high, value))
+        if isinstance(value, int) and not isinstance(value, bool):
+            new = round(new)
+        agent.with_spec(**{name: new})
+        agent.mut = name
+        applied.append(name)
+    return applied
+
+
+def _envs_for(population: Sequence[Any], env: Any) -> list[PettingZooVectorEnv]:
+    if isinstance(env, Sequence):
+        if len(env) != len(population):
+            raise ValueError(f"got {len(env)} envs for a population of {len(population)}")
+        return list(env)
+    return [env] * len(population)
+
+
+def _obs_tensor(obs: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    return {a: torch.as_tensor(v, dtype=torch.float32) for a, v in obs.items()}
+
+
+def _final_obs(obs: Mapping[str, np.ndarray], info: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Next observations with finished copies' rows replaced by their final observations."""
+    out = {a: v.copy() for a, v in obs.items()}
+    for i, final in enumerate(info["final_obs"]):
+        if final is not None:
+            for agent, value in final.items():
+                out[agent][i] = value
+    return out
+
+
+class _Schedule:
+    """Generation bookkeeping both loops share (evaluation, history, evolution)."""
+
+    def __init__(
+        self,
+        population: list[MultiAgentAlgorithm],
+        *,
+        eval_env: PettingZooVectorEnv | None,
+        eval_loop: int,
+        sum_scores: bool,
+        tournament: TournamentSelection | None,
+        mutation_probability: float,
+        seed: int,
+        log: Logger | None,
+        on_generation: GenerationHook | None = None,
+    ) -> None:
+        self.result = MultiAgentTrainResult(population=population)
+        self.eval_env = eval_env
+        self.eval_loop = eval_loop
+        self.sum_scores = sum_scores
+        self.tournament = tournament
+        self.mutation_probability = mutation_probability
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.log = log
+        self.on_generation = on_generation
+        self.generation = 0
+        self.gen_scores: dict[int, list[float]] = {}
+
+    def episode(self, agent: MultiAgentAlgorithm, per_agent: dict[str, float]) -> None:
+        total = float(sum(per_agent.values()))
+        agent.scores.append(total)
+        self.result.episodes.setdefault(agent.index, []).append((agent.steps, total, per_agent))
+        self.gen_scores.setdefault(agent.index, []).append(total)
+
+    def end_generation(self) -> None:
+        population = self.result.population
+        fitness, per_agent = [], []
+        if self.eval_env is not None:
+            for agent in population:
+                f, p = evaluate_multi_agent(
+                    agent,
+                    self.eval_env,
+                    loop=self.eval_loop,
+                    sum_scores=self.sum_scores,
+                    seed=self.seed + 10_000 + self.generation,
+                )
+                fitness.append(f)
+                per_agent.append(p)
+        row: dict[str, Any] = {
+            "generation": self.generation,
+            "env_steps": self.result.env_steps,
+            "fitness": fitness,
+            "per_agent_fitness": per_agent,
+            "mean_score": [
+                float(np.mean(self.gen_scores[a.index])) if self.gen_scores.get(a.index) else None
+                for a in population
+            ],
+            "mutations": [],
+        }
+        for values in (row["fitness"], row["mean_score"]):
+            if any(v is not None and not math.isfinite(v) for v in values):
+                raise FloatingPointError(f"non-finite score in generation {self.generation}: {row}")
+        if self.tournament is not None and fitness:
+            _, new_population, _ = self.tournament.select(population)
+            row["mutations"] = mutate_hyperparameters(
+                new_population, self.rng, self.mutation_probability
+            )
+            self.result.population = new_population
+        self.result.history.append(row)
+        if self.log is not None:
+            self.log(row)
+        if self.on_generation is not None:
+            self.on_generation(self.result)
+        self.generation += 1
+        self.gen_scores = {}
+
+
+def _rollout_steps(agent: IPPO, num_envs: int) -> int:
+    return max(1, agent.spec.learn_step // num_envs)
+
+
+def _collect_ippo(
+    agent: IPPO,
+    env: PettingZooVectorEnv,
+    obs: dict[str, np.ndarray],
+    tracker: EpisodeTracker,
+    schedule: _Schedule,
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """One rollout of ``learn_step // num_envs`` vector steps for :meth:`IPPO.learn`."""
+    keys = ("obs", "critic_obs", "action", "log_prob", "value", "reward", "done", "active")
+    buf: dict[str, dict[str, list[torch.Tensor]]] = {k: {a: [] for a in env.agents} for k in keys}
+    gamma = agent.spec.gamma
+    for _ in range(_rollout_steps(agent, env.num_envs)):
+        step = agent.policy_step(obs)
+        next_obs, rewards, terminated, truncated, info = env.step(agent.env_actions(step["action"]))
+        done = info["episode_done"]
+        reward = {a: torch.as_tensor(rewards[a], dtype=torch.float32) for a in env.agents}
+        bootstrap = done & np.any([truncated[a] & ~terminated[a] for a in env.agents], axis=0)
+        if bootstrap.any():
+            final_values = agent.values(_final_obs(next_obs, info))
+            for a in env.agents:
+                cut = torch.as_tensor(bootstrap & truncated[a] & ~terminated[a] & info["active"][a])
+                reward[a] = reward[a] + gamma * final_values[a] * cut.float()
+        for a in env.agents:
+            buf["obs"][a].append(agent.obs_tensor(obs, a))
+            buf["critic_obs"][a].append(agent.critic_obs(obs, a))
+            buf["action"][a].append(step["action"][a])
+            buf["log_prob"][a].append(step["log_prob"][a])
+            buf["value"][a].append(step["value"][a])
+            buf["reward"][a].append(reward[a])
+            ended = torch.as_tensor(done | terminated[a] | truncated[a], dtype=torch.float32)
+            buf["done"][a].append(ended)
+            buf["active"][a].append(torch.as_tensor(info["active"][a]))
+        agent.steps += env.num_envs
+        schedule.result.env_steps += env.num_envs
+        for per_agent in tracker.step(rewards, done):
+            schedule.episode(agent, per_agent)
+        obs = next_obs
+    rollout: dict[str, Any] = {k: {a: torch.stack(v) for a, v in d.items()} for k, d in buf.items()}
+    rollout["last_value"] = agent.values(obs)
+    return rollout, obs
+
+
+def train_multi_agent_on_policy(
+    population: list[IPPO],
+    env: PettingZooVectorEnv | Sequence[PettingZooVectorEnv],
+    *,
+    max_steps: int,
+    evo_steps: int,
+    eval_env: PettingZooVectorEnv | None = None,
+    eval_loop: int = 1,
+    sum_scores: bool = True,
+    tournament: TournamentSelection | None = None,
+    mutation_probability: float = 0.5,
+    seed: int = 0,
+    log: Logger | None = None,
+    on_generation: GenerationHook | None = None,
+) -> MultiAgentTrainResult:
+    """Train a population of IPPO agents (one rollout -> one :meth:`IPPO.learn`).
+
+    Args:
+        population: The agents.
+        env: One vector env per member, or one shared by all (each member's
+            turn then starts from a reset, dropping partial episodes).
+        max_steps: Env steps per member; a rollout that would pass it is not started.
+        evo_steps: Env steps per member between evaluations (and evolution); a
+            generation ends after the first rollout that reaches it.
+        eval_env: Env for evaluation; ``None`` skips evaluation and evolution.
+        eval_loop: Evaluation episodes per eval-env copy.
+        sum_scores: Fitness summed over agents, else averaged.
+        tournament: Selection between generations (``None``: no evolution).
+        mutation_probability: Chance a selected member mutates one RL hyperparameter.
+        seed: Seeds torch, env resets and the mutation generator.
+        log: Called with each generation's history row.
+        on_generation: Called with the result after each generation's evolution.
+
+    Returns:
+        The run's :class:`MultiAgentTrainResult`.
+    """
+    torch.manual_seed(seed)
+    envs = _envs_for(population, env)
+    schedule = _Schedule(
+        population,
+        eval_env=eval_env,
+        eval_loop=eval_loop,
+        sum_scores=sum_scores,
+        tournament=tournament,
+        mutation_probability=mutation_probability,
+        seed=seed,
+        log=log,
+        on_generation=on_generation,
+    )
+    shared = len(set(map(id, envs))) == 1 and len(envs) > 1
+    states: dict[int, tuple[dict, EpisodeTracker]] = {}
+
+    def fits(slot: int, agent: IPPO) -> bool:
+        # Rollouts are whole: one that would pass max_steps is not started.
+        rollout = _rollout_steps(agent, envs[slot].num_envs) * envs[slot].num_envs
+        return agent.steps + rollout <= max_steps
+
+    while any(fits(slot, a) for slot, a in enumerate(schedule.result.population)):
+        for slot, agent in enumerate(schedule.result.population):
+            venv = envs[slot]
+            if shared or slot not in states:
+                obs, _ = venv.reset(seed=seed + 1000 * slot + schedule.generation)
+                states[slot] = (obs, EpisodeTracker(venv.agents, venv.num_envs))
+            obs, tracker = states[slot]
+            target = min(agent.steps + evo_steps, max_steps)
+            while agent.steps < target and fits(slot, agent):
+                rollout, obs = _collect_ippo(agent, venv, obs, tracker, schedule)
+                agent.learn(rollout)
+            states[slot] = (obs, tracker)
+        schedule.end_generation()
+    return schedule.result
+
+
+def make_replay_buffer(
+    agent: MultiAgentAlgorithm, max_size: int, seed: int | None = None
+) -> MultiAgentReplayBuffer:
+    """A replay buffer shaped for ``agent``'s spaces (Discrete actions stored as indices)."""
+    action_shapes, dtypes = {}, {}
+    for a, space in agent.action_spaces.items():
+        discrete = isinstance(space, spaces.Discrete)
+        action_shapes[a] = () if discrete else space.shape
+        dtypes[a] = torch.int64 if discrete else torch.float32
+    return MultiAgentReplayBuffer(
+        max_size,
+        {a: s.shape for a, s in agent.observation_spaces.items()},
+        action_shapes,
+        dtypes,
+        device=agent.device,
+        seed=seed,
+    )
+
+
+def train_multi_agent_off_policy(
+    population: list[MultiAgentAlgorithm],
+    env: PettingZooVectorEnv | Sequence[PettingZooVectorEnv],
+    *,
+    max_steps: int,
+    evo_steps: int,
+    memory_size: int = 100_000,
+    learning_delay: int = 0,
+    eval_env: PettingZooVectorEnv | None = None,
+    eval_loop: int = 1,
+    sum_scores: bool = True,
+    tournament: TournamentSelection | None = None,
+    mutation_probability: float = 0.5,
+    seed: int = 0,
+    log: Logger | None = None,
+    on_generation: GenerationHook | None = None,
+) -> MultiAgentTrainResult:
+    """Train a population of MADDPG/MATD3 agents from one shared replay buffer.
+
+    One ``learn(batch)`` every ``spec.learn_step`` env steps once the buffer
+    holds ``max(learning_delay, batch_size)`` transitions.
+
+    Args:
+        population: The agents.
+        env: One vector env per member, or one shared by all.
+        max_steps: Env steps per member.
+        evo_steps: Env steps per member between evaluations.
+        memory_size: Replay capacity (joint transitions).
+        learning_delay: Env steps collected before learning starts.
+        eval_env: Env for evaluation; ``None`` skips evaluation and evolution.
+        eval_loop: Evaluation episodes per eval-env copy.
+        sum_scores: Fitness summed over agents, else averaged.
+        tournament: Selection between generations.
+        mutation_probability: Chance a selected member mutates one RL hyperparameter.
+        seed: Seeds torch, env resets, the buffer and the mutation generator.
+        log: Called with each generation's history row.
+        on_generation: Called with the result after each generation's evolution.
+    """
+    torch.manual_seed(seed)
+    envs = _envs_for(population, env)
+    schedule = _Schedule(
+        population,
+        eval_env=eval_env,
+        eval_loop=eval_loop,
+        sum_scores=sum_scores,
+        tournament=tournament,
+        mutation_probability=mutation_probability,
+        seed=seed,
+        log=log,
+        on_generation=on_generation,
+    )
+    memory = make_replay_buffer(population[0], memory_size, seed)
+    shared = len(set(map(id, envs))) == 1 and len(envs) > 1
+    states: dict[int, tuple[dict, EpisodeTracker, float]] = {}
+    while min(a.steps for a in schedule.result.population) < max_steps:
+        for slot, agent in enumerate(schedule.result.population):
+            venv = envs[slot]
+            if shared or slot not in states:
+                obs, _ = venv.reset(seed=seed + 1000 * slot + schedule.generation)
+                agent.reset_noise()
+                states[slot] = (obs, EpisodeTracker(venv.agents, venv.num_envs), 0.0)
+            obs, tracker, credit = states[slot]
+            target = min(agent.steps + evo_steps, max_steps)
+            while agent.steps < target:
+                action = agent.act(obs)
+                next_obs, rewards, terminated, _, info = venv.step(action)
+                done = info["episode_done"]
+                memory.add(
+                    obs=obs,
+                    action=action,
+                    reward=rewards,
+                    next_obs=_final_obs(next_obs, info),
+                    done=terminated,
+                )
+                agent.steps += venv.num_envs
+                schedule.result.env_steps += venv.num_envs
+                if done.any():
+                    agent.reset_noise(done)
+                for per_agent in tracker.step(rewards, done):
+                    schedule.episode(agent, per_agent)
+                obs = next_obs
+                if len(memory) >= max(learning_delay, agent.spec.batch_size):
+                    credit += venv.num_envs / agent.spec.learn_step
+                    while credit >= 1.0:
+                        agent.learn(memory.sample(agent.spec.batch_size))
+                        credit -= 1.0
+            states[slot] = (obs, tracker, credit)
+        schedule.end_generation()
+    return schedule.result

@@ -1,0 +1,394 @@
+"""IPPO, MADDPG and MATD3: construction, agent groups, checkpoints, loops on real MPE envs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from agilerl.algorithms.core.multi_agent import MultiAgentAlgorithm, agent_group
+from agilerl.algorithms.ippo import IPPO, gae
+from agilerl.algorithms.maddpg import MADDPG
+from agilerl.algorithms.matd3 import MATD3
+from agilerl.arena.models.algorithms.ippo import IPPOSpec
+from agilerl.arena.models.algorithms.maddpg import MADDPGSpec
+from agilerl.arena.models.algorithms.matd3 import MATD3Spec
+from agilerl.envs.pettingzoo import make_vector_env
+from agilerl.hpo.tournament import TournamentSelection
+from agilerl.training.train_multi_agent import (
+    evaluate_multi_agent,
+    make_replay_buffer,
+    train_multi_agent_off_policy,
+    train_multi_agent_on_policy,
+)
+
+SL = "mpe2.simple_speaker_listener_v4"
+SPREAD = "mpe2.simple_spread_v3"
+ALGOS = [(IPPO, IPPOSpec), (MADDPG, MADDPGSpec), (MATD3, MATD3Spec)]
+SMALL_NET = {
+    "latent_dim": 16,
+    "encoder_config": {"arch": "mlp", "hidden_size": [16], "layer_norm": False},
+    "head_config": {"hidden_size": [16], "layer_norm": False},
+}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def _env(continuous: bool, name: str = SL, num_envs: int = 2, **config):
+    return make_vector_env(name, {"continuous_actions": continuous, **config}, num_envs=num_envs)
+
+
+def test_agent_group_is_the_prefix_before_a_numeric_suffix() -> None:
+    assert agent_group("speaker_0") == "speaker"
+    assert agent_group("adversary_12") == "adversary"
+    assert agent_group("agent") == "agent"
+    assert agent_group("red_team") == "red_team"
+
+
+@pytest.mark.parametrize(("cls", "spec_cls"), ALGOS)
+@pytest.mark.parametrize("continuous", [False, True])
+def test_act_returns_valid_env_actions_for_heterogeneous_agents(cls, spec_cls, continuous) -> None:
+    env = _env(continuous, num_envs=3)
+    agent = cls(spec_cls(net_config=SMALL_NET), env.observation_spaces, env.action_spaces)
+    obs, _ = env.reset(seed=0)
+    for greedy in (False, True):
+        actions = agent.act(obs, greedy=greedy)
+        for name, space in env.action_spaces.items():
+            assert len(actions[name]) == 3
+            for row in actions[name]:
+                assert space.contains(np.asarray(row, dtype=space.dtype))
+    env.close()
+
+
+@pytest.mark.parametrize(("cls", "spec_cls"), ALGOS)
+def test_missing_spaces_or_index_raise(cls, spec_cls) -> None:
+    env = _env(False)
+    with pytest.raises(ValueError, match="observation_spaces"):
+        cls(spec_cls(), None, env.action_spaces)
+    with pytest.raises(ValueError, match="action_spaces"):
+        cls(spec_cls(), env.observation_spaces, None)
+    with pytest.raises(ValueError, match="index"):
+        cls(spec_cls(), env.observation_spaces, env.action_spaces, index=None)
+    env.close()
+
+
+@pytest.mark.parametrize(("cls", "spec_cls"), ALGOS)
+def test_share_policies_gives_one_network_per_group(cls, spec_cls) -> None:
+    env = _env(True, SPREAD, N=3)
+    shared = cls(spec_cls(share_policies=True), env.observation_spaces, env.action_spaces)
+    separate = cls(spec_cls(), env.observation_spaces, env.action_spaces)
+    assert shared.policies == ["agent"] and set(shared.policy_of.values()) == {"agent"}
+    assert list(shared.actors) == ["agent"]
+    assert list(separate.actors) == ["agent_0", "agent_1", "agent_2"]
+    # Heterogeneous groups stay apart even when sharing is on.
+    sl = _env(True)
+    grouped = cls(spec_cls(share_policies=True), sl.observation_spaces, sl.action_spaces)
+    assert grouped.policies == ["speaker", "listener"]
+    env.close()
+    sl.close()
+
+
+def test_share_policies_refuses_a_group_with_different_spaces() -> None:
+    env = _env(True)
+    obs = {
+        "speaker_0": env.observation_spaces["speaker_0"],
+        "speaker_1": env.observation_spaces["listener_0"],
+    }
+    act = {
+        "speaker_0": env.action_spaces["speaker_0"],
+        "speaker_1": env.action_spaces["listener_0"],
+    }
+    with pytest.raises(ValueError, match="share_policies"):
+        IPPO(IPPOSpec(share_policies=True), obs, act)
+    env.close()
+
+
+@pytest.mark.parametrize(("cls", "spec_cls"), ALGOS)
+def test_per_group_network_sections_round_trip_and_are_used(cls, spec_cls, tmp_path) -> None:
+    per_group = {
+        "speaker": {**SMALL_NET, "latent_dim": 8},
+        "listener": {**SMALL_NET, "latent_dim": 24},
+    }
+    spec = spec_cls(net_config=per_group, share_policies=True)
+    data = spec.model_dump(mode="json")
+    again = spec_cls.model_validate(data)
+    assert again == spec and isinstance(again.net_config, dict)
+    env = _env(False)
+    agent = cls(spec, env.observation_spaces, env.action_spaces)
+    widths = {
+        p: [m.out_features for m in agent.actors[p] if isinstance(m, nn.Linear)]
+        for p in agent.policies
+    }
+    assert widths["speaker"][1] == 8 and widths["listener"][1] == 24
+    path = tmp_path / "agent.pt"
+    agent.save_checkpoint(path)
+    loaded = MultiAgentAlgorithm.load(path)
+    assert loaded.spec == spec
+    with pytest.raises(ValueError, match="none for policy"):
+        cls(spec_cls(net_config={"speaker": SMALL_NET}), env.observation_spaces, env.action_spaces)
+    env.close()
+
+
+@pytest.mark.parametrize(("cls", "spec_cls"), ALGOS)
+def test_checkpoint_round_trip_with_weights_only_load(cls, spec_cls, tmp_path) -> None:
+    env = _env(True)
+    spec = spec_cls(net_config=SMALL_NET, batch_size=16)
+    agent = cls(spec, env.observation_spaces, env.action_spaces, index=4)
+    obs, _ = env.reset(seed=0)
+    if cls is not IPPO:
+        memory = make_replay_buffer(agent, 100, seed=0)
+        for _ in range(10):
+            action = agent.act(obs)
+            nxt, rew, term, _, _ = env.step(action)
+            memory.add(obs=obs, action=action, reward=rew, next_obs=nxt, done=term)
+            obs = nxt
+        for _ in range(3):
+            agent.learn(memory.sample(16))
+    agent.steps, agent.fitness, agent.scores = 123, [-50.0], [-60.0, -55.0]
+    path = tmp_path / "ckpt.pt"
+    agent.save_checkpoint(path)
+    state = torch.load(path, weights_only=True)
+    assert state["spec"] == spec.model_dump(mode="json")
+    loaded = cls.load(path)
+    assert type(loaded) is cls and loaded.index == 4 and loaded.steps == 123
+    assert loaded.fitness == [-50.0] and loaded.scores == [-60.0, -55.0]
+    assert loaded.num_updates == agent.num_updates
+    for name, net in agent.nets.items():
+        for key, value in net.state_dict().items():
+            torch.testing.assert_close(loaded.nets[name].state_dict()[key], value)
+    greedy = agent.act(obs, greedy=True)
+    for name, value in loaded.act(obs, greedy=True).items():
+        np.testing.assert_allclose(value, greedy[name])
+    for name, opt in agent.opts.items():
+        assert loaded.opts[name].state_dict()["state"].keys() == opt.state_dict()["state"].keys()
+    env.close()
+
+
+@pytest.mark.parametrize(("cls", "spec_cls"), ALGOS)
+def test_clone_is_independent_and_keeps_or_sets_index(cls, spec_cls) -> None:
+    env = _env(False)
+    agent = cls(spec_cls(net_config=SMALL_NET), env.observation_spaces, env.action_spaces, index=2)
+    clone = agent.clone(7)
+    assert clone.index == 7 and agent.clone().index == 2
+    first = next(iter(clone.actors.values()))[0]
+    with torch.no_grad():
+        first.weight.add_(1.0)
+    assert not torch.equal(first.weight, next(iter(agent.actors.values()))[0].weight)
+    env.close()
+
+
+def test_prebuilt_module_dicts_are_used_as_given() -> None:
+    env = _env(False)
+    actors = nn.ModuleDict({"speaker_0": nn.Linear(3, 3), "listener_0": nn.Linear(11, 5)})
+    critics = nn.ModuleDict({"speaker_0": nn.Linear(3, 1), "listener_0": nn.Linear(11, 1)})
+    agent = IPPO(
+        IPPOSpec(),
+        env.observation_spaces,
+        env.action_spaces,
+        actor_networks=actors,
+        critic_networks=critics,
+    )
+    assert agent.actors is actors and agent.critics is critics
+    obs, _ = env.reset(seed=0)
+    assert set(agent.act(obs)) == {"speaker_0", "listener_0"}
+    env.close()
+
+
+def test_with_spec_validates_and_updates_learning_rates() -> None:
+    env = _env(True)
+    agent = MADDPG(MADDPGSpec(), env.observation_spaces, env.action_spaces)
+    agent.with_spec(lr_actor=0.005)
+    assert agent.spec.lr_actor == 0.005
+    assert agent.opts["actor:speaker_0"].param_groups[0]["lr"] == 0.005
+    with pytest.raises(ValueError):
+        agent.with_spec(gamma=2.0)
+    env.close()
+
+
+def test_gae_matches_a_hand_computed_rollout() -> None:
+    rewards = torch.tensor([[1.0], [1.0], [1.0]])
+    values = torch.tensor([[0.5], [0.5], [0.5]])
+    dones = torch.tensor([[0.0], [1.0], [0.0]])
+    adv, ret = gae(rewards, values, dones, torch.tensor([2.0]), gamma=0.9, lam=1.0)
+    # t=2: 1 + 0.9*2 - 0.5 = 2.3; t=1 ends the episode: 1 - 0.5 = 0.5;
+    # t=0: delta 1 + 0.45 - 0.5 = 0.95, plus 0.9 * 0.5.
+    torch.testing.assert_close(adv[:, 0], torch.tensor([0.95 + 0.45, 0.5, 2.3]))
+    torch.testing.assert_close(ret, adv + values)
+
+
+def test_matd3_updates_actor_every_policy_freq_and_madddpg_every_step() -> None:
+    env = _env(True)
+    obs, _ = env.reset(seed=0)
+    results = {}
+    for cls, spec in ((MATD3, MATD3Spec(policy_freq=2)), (MADDPG, MADDPGSpec())):
+        agent = cls(spec, env.observation_spaces, env.action_spaces)
+        memory = make_replay_buffer(agent, 50, seed=0)
+        action = agent.act(obs)
+        nxt, rew, term, _, _ = env.step(action)
+        memory.add(obs=obs, action=action, reward=rew, next_obs=nxt, done=term)
+        results[cls.__name__] = [
+            math.isnan(agent.learn(memory.sample(4))["actor_loss"]) for _ in range(4)
+        ]
+    assert results["MATD3"] == [True, False, True, False]
+    assert results["MADDPG"] == [False] * 4
+    env.close()
+
+
+@pytest.mark.parametrize("mode", ["gumbel_softmax", "one_hot"])
+def test_discrete_maddpg_actor_gets_gradients(mode) -> None:
+    env = _env(False)
+    agent = MADDPG(MADDPGSpec(discrete_actions=mode), env.observation_spaces, env.action_spaces)
+    obs, _ = env.reset(seed=0)
+    memory = make_replay_buffer(agent, 50, seed=0)
+    action = agent.act(obs)
+    nxt, rew, term, _, _ = env.step(action)
+    memory.add(obs=obs, action=action, reward=rew, next_obs=nxt, done=term)
+    before = [p.clone() for p in agent.actors.parameters()]
+    agent.learn(memory.sample(8))
+    after = list(agent.actors.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(after, before, strict=True))
+    env.close()
+
+
+def _run(
+    cls, spec_cls, seed: int, *, continuous: bool, name: str = SL, population: int = 1, **config
+):
+    torch.manual_seed(seed)
+    env = make_vector_env(name, {"continuous_actions": continuous, **config}, num_envs=2)
+    eval_env = make_vector_env(name, {"continuous_actions": continuous, **config}, num_envs=2)
+    spec = (
+        spec_cls(net_config=SMALL_NET, learn_step=50, batch_size=25, update_epochs=2)
+        if cls is IPPO
+        else spec_cls(net_config=SMALL_NET, learn_step=4, batch_size=32)
+    )
+    agents = [
+        cls(spec, env.observation_spaces, env.action_spaces, index=i) for i in range(population)
+    ]
+    tournament = (
+        TournamentSelection(2, True, population, rng=np.random.default_rng(seed))
+        if population > 1
+        else None
+    )
+    kwargs = dict(max_steps=200, evo_steps=100, eval_env=eval_env, seed=seed, tournament=tournament)
+    if cls is IPPO:
+        result = train_multi_agent_on_policy(agents, env, **kwargs)
+    else:
+        result = train_multi_agent_off_policy(agents, env, learning_delay=50, **kwargs)
+    env.close()
+    eval_env.close()
+    return result
+
+
+@pytest.mark.parametrize(("cls", "spec_cls"), ALGOS)
+def test_simple_spread_runs_with_finite_values_and_evolves(cls, spec_cls) -> None:
+    result = _run(cls, spec_cls, 0, continuous=True, name=SPREAD, population=2, N=3)
+    # Rollouts are whole units: a mutated learn_step may stop a member short of max_steps.
+    assert len(result.history) >= 2 and 2 * 100 < result.env_steps <= 2 * 200
+    assert len(result.history[0]["mutations"]) == 2
+    for row in result.history:
+        assert len(row["fitness"]) == 2 and all(math.isfinite(f) for f in row["fitness"])
+        for fitness, per_agent in zip(row["fitness"], row["per_agent_fitness"], strict=True):
+            assert set(per_agent) == {"agent_0", "agent_1", "agent_2"}
+            assert sum(per_agent.values()) == pytest.approx(fitness)
+        assert all(math.isfinite(s) for s in row["mean_score"])
+    assert len({a.index for a in result.population}) == 2
+    assert all(100 < a.steps <= 200 for a in result.population)
+    loop_result = result.to_loop_result()
+    population, fitnesses = loop_result
+    assert population is result.population and len(fitnesses) == 2
+    assert loop_result.total_steps == result.env_steps
+    assert loop_result.best_fitness == max(f for row in result.history for f in row["fitness"])
+    for agent in result.population:
+        for net in agent.nets.values():
+            assert all(torch.isfinite(p).all() for p in net.parameters())
+
+
+@pytest.mark.parametrize(("cls", "spec_cls"), ALGOS)
+def test_same_seed_gives_the_same_returns(cls, spec_cls) -> None:
+    continuous = cls is not IPPO
+    first = _run(cls, spec_cls, 3, continuous=continuous)
+    second = _run(cls, spec_cls, 3, continuous=continuous)
+    other = _run(cls, spec_cls, 4, continuous=continuous)
+    returns = lambda r: [ep[1] for ep in r.episodes[0]]  # noqa: E731
+    assert returns(first) == returns(second) and len(returns(first)) == 8
+    assert [row["fitness"] for row in first.history] == [row["fitness"] for row in second.history]
+    assert returns(first) != returns(other)
+
+
+def test_evaluation_sums_or_averages_over_agents() -> None:
+    env = _env(False, num_envs=2)
+    agent = IPPO(IPPOSpec(net_config=SMALL_NET), env.observation_spaces, env.action_spaces)
+    total, per_agent = evaluate_multi_agent(agent, env, loop=2, sum_scores=True, seed=5)
+    mean, per_agent_again = evaluate_multi_agent(agent, env, loop=2, sum_scores=False, seed=5)
+    assert per_agent == per_agent_again and set(per_agent) == {"speaker_0", "listener_0"}
+    assert total == pytest.approx(sum(per_agent.values()))
+    assert mean == pytest.approx(total / 2)
+    assert agent.fitness == [total, mean]
+    env.close()
+
+
+def test_generation_hooks_see_metrics_and_can_checkpoint_the_population(tmp_path) -> None:
+    env = _env(True, num_envs=2)
+    agent = MATD3(
+        MATD3Spec(net_config=SMALL_NET, batch_size=16), env.observation_spaces, env.action_spaces
+    )
+    rows, saved = [], []
+
+    def checkpoint(result) -> None:
+        path = tmp_path / f"gen{len(saved)}.pt"
+        result.population[0].save_checkpoint(path)
+        saved.append((path, result.population[0].steps))
+
+    train_multi_agent_off_policy(
+        [agent],
+        env,
+        max_steps=100,
+        evo_steps=50,
+        learning_delay=20,
+        eval_env=env,
+        seed=1,
+        log=rows.append,
+        on_generation=checkpoint,
+    )
+    assert [row["generation"] for row in rows] == [0, 1]
+    assert [steps for _, steps in saved] == [50, 100]
+    loaded = MultiAgentAlgorithm.load(saved[-1][0])
+    assert loaded.steps == 100 and loaded.fitness == agent.fitness and len(loaded.fitness) == 2
+    env.close()
+
+
+def test_ippo_shared_critic_input_sees_every_observation() -> None:
+    env = _env(False, num_envs=2)
+    spec = IPPOSpec(net_config=SMALL_NET, shared_critic_input=True, learn_step=50, batch_size=25)
+    agent = IPPO(spec, env.observation_spaces, env.action_spaces)
+    assert agent.critics["speaker_0"][0].in_features == 3 + 11
+    assert agent.critics["listener_0"][0].in_features == 3 + 11
+    assert agent.actors["speaker_0"][0].in_features == 3
+    result = train_multi_agent_on_policy([agent], env, max_steps=100, evo_steps=100, seed=0)
+    assert all(math.isfinite(s) for s in result.history[0]["mean_score"])
+    env.close()
+
+
+@pytest.mark.parametrize(("cls", "spec_cls"), ALGOS)
+def test_shared_policies_train_on_simple_spread(cls, spec_cls) -> None:
+    env = _env(cls is not IPPO, SPREAD, num_envs=2, N=3)
+    if cls is IPPO:
+        spec = spec_cls(net_config=SMALL_NET, share_policies=True, learn_step=50, batch_size=50)
+    else:
+        spec = spec_cls(net_config=SMALL_NET, share_policies=True, learn_step=2, batch_size=16)
+    agent = cls(spec, env.observation_spaces, env.action_spaces)
+    before = [p.clone() for p in agent.actors["agent"].parameters()]
+    if cls is IPPO:
+        train_multi_agent_on_policy([agent], env, max_steps=100, evo_steps=100, seed=0)
+    else:
+        train_multi_agent_off_policy([agent], env, max_steps=100, evo_steps=100, seed=0)
+    after = list(agent.actors["agent"].parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(after, before, strict=True))
+    assert all(torch.isfinite(p).all() for p in after)
+    env.close()
