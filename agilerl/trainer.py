@@ -27,12 +27,16 @@ from agilerl.arena.models.manifest import TrainingManifest
 from agilerl.arena.models.training import ReplayBufferSpec, TrainingSpec
 from agilerl.builders import AlgorithmBuildRuntime, select_builder
 from agilerl.launch.options import LoggerOptions
+from agilerl.launch.preflight import preflight
+from agilerl.launch.run_names import run_name
 from agilerl.logging.loggers import FanOut, MetricSink, TensorBoardSink, WandbSink
 from agilerl.logging.progress import TrainingProgress
 from agilerl.logging.run_dir import RunDirectory
 from agilerl.strategies import select_strategy
 from agilerl.training.checkpointing import CheckpointManager, set_rng_state
+from agilerl.training.resume_check import prepare_resume
 from agilerl.training.run_context import RunContext, finite_or_none
+from agilerl.training.run_lock import claim_run_dir, mark_run_dir
 
 
 def _algorithm_section(algorithm: str | dict[str, Any] | AlgorithmSpec) -> Any:
@@ -66,10 +70,13 @@ class LocalTrainer:
         replay_buffer: ``replay_buffer`` mapping or spec.
         mutation: ``mutation`` mapping or spec.
         tournament_selection: ``tournament_selection`` mapping or spec.
-        seed: Seeds envs, torch, numpy and Python's ``random``.
-        device: Torch device.
-        run_dir: Run directory; default ``runs/<timestamp>_<algorithm>_<env>``.
+        seed: Seeds envs, torch, numpy and Python's ``random`` (``None``: 0 for a new
+            run, the stored seed when resuming).
+        device: Torch device (checked now: ``cuda`` needs a visible GPU).
+        run_dir: Run directory; default ``runs/<date>/<time>_<algorithm>_<env>_<token>``.
         resume: Continue from ``run_dir``'s ``checkpoints/latest``.
+        trust_code: Allow manifest fields that run code (env entrypoints,
+            ``module:Id`` names, wrapper paths, rubric files).
         logger: Where metrics go besides local files.
         torch_threads: torch threads (1 is fastest for small networks on CPU; 0 keeps torch's).
         verbose: Show the live progress display.
@@ -88,13 +95,14 @@ class LocalTrainer:
         replay_buffer: Any = None,
         mutation: Any = None,
         tournament_selection: Any = None,
-        seed: int = 0,
+        seed: int | None = None,
         device: str = "cpu",
         run_dir: str | Path | None = None,
         resume: bool = False,
         logger: LoggerOptions | dict[str, Any] | None = None,
         torch_threads: int = 1,
         verbose: bool = True,
+        trust_code: bool = False,
     ) -> None:
         data = {
             "algorithm": _algorithm_section(algorithm),
@@ -115,14 +123,16 @@ class LocalTrainer:
             logger=logger,
             torch_threads=torch_threads,
             verbose=verbose,
+            trust_code=trust_code,
         )
 
     def _init(self, manifest: TrainingManifest, **options: Any) -> None:
+        preflight(manifest, device=options["device"], trust_code=options["trust_code"])
         self.manifest = manifest
         self.spec = manifest.algorithm_with_network()
         self.builder = select_builder(self.spec)
         self.strategy = select_strategy(self.spec)
-        self.seed: int = options["seed"]
+        self.seed: int | None = options["seed"]
         self.device: str = options["device"]
         self.resume: bool = options["resume"]
         self.torch_threads: int = options["torch_threads"]
@@ -135,7 +145,7 @@ class LocalTrainer:
         if run_dir is None:
             stamp = dt.datetime.now().strftime("%Y-%m-%d/%H-%M-%S")
             env = getattr(manifest.environment, "name", "env").replace("/", "_")
-            run_dir = Path("runs") / f"{stamp}_{manifest.algorithm.name}_{env}"
+            run_dir = Path("runs") / f"{stamp}_{run_name(manifest.algorithm.name, env)}"
         self.run_dir = Path(run_dir)
 
     @classmethod
@@ -153,13 +163,14 @@ class LocalTrainer:
         elif not isinstance(manifest, TrainingManifest):
             manifest = TrainingManifest.from_dict(manifest)
         defaults = {
-            "seed": 0,
+            "seed": None,
             "device": "cpu",
             "run_dir": None,
             "resume": False,
             "logger": None,
             "torch_threads": 1,
             "verbose": True,
+            "trust_code": False,
         }
         unknown = set(options) - set(defaults)
         if unknown:
@@ -272,9 +283,11 @@ class LocalTrainer:
             "action_space": env.single_action_space,
         }
         try:
-            mains = [init_buffer(buffer_spec, spec, self.device, **spaces) for _ in range(copies)]
+            # Seeded sampling generators: the same seed gives the same run (issue 10, case 27).
+            seeds = [(self.seed or 0) * 1000 + 500 + copy for copy in range(copies)]
+            mains = [init_buffer(buffer_spec, spec, self.device, seed=s, **spaces) for s in seeds]
             n_steps = [
-                init_n_step_buffer(buffer_spec, spec, self.device, **spaces) for _ in range(copies)
+                init_n_step_buffer(buffer_spec, spec, self.device, seed=s, **spaces) for s in seeds
             ]
         except InsufficientMemoryError as exc:
             raise ConfigError(f"replay_buffer.max_size: {exc}") from None
@@ -304,13 +317,21 @@ class LocalTrainer:
     def train(self) -> tuple[list[Any], list[float]]:
         """Train the population until max_steps, target_score or max_wall_seconds.
 
+        The run directory is claimed first (refused if it is not a run of ours or
+        another process holds it), and every resume check runs before a file is written.
+
         Returns:
             The population and each agent's last fitness.
 
         Raises:
             ConfigError: For user mistakes found at run time (unknown env id,
                 incompatible action space, unusable checkpoint, diverged training).
+            KeyboardInterrupt: After Ctrl-C, once the checkpoint and summary are written.
         """
+        with claim_run_dir(self.run_dir):
+            return self._train_claimed()
+
+    def _train_claimed(self) -> tuple[list[Any], list[float]]:
         try:
             loop = self.strategy.get_training_loop(self.spec)
         except NotImplementedError:
@@ -318,16 +339,17 @@ class LocalTrainer:
                 f"training {self.spec.name} ({type(self.strategy).__name__}) is not available in "
                 "this version yet; the manifest is valid (dry_run=true checks it)"
             ) from None
-        self._seed_everything()
         training = self.manifest.training
-        run_dir = RunDirectory(self.run_dir)
         checkpoints = CheckpointManager(
-            run_dir.checkpoints_dir, keep_last_only=training.overwrite_checkpoints
+            self.run_dir / "checkpoints", keep_last_only=training.overwrite_checkpoints
         )
-        agent_states, resume_state = None, None
-        if self.resume:
-            agent_states, resume_state, _ = checkpoints.load_latest()
-            run_dir.truncate_metrics(int(resume_state["total_steps"]))
+        agent_states, resume_state, self.seed = prepare_resume(
+            self.run_dir, checkpoints, self.manifest, self.resume, self.seed
+        )
+        self._seed_everything()
+        run_dir = RunDirectory(self.run_dir)
+        mark_run_dir(run_dir.path)
+        run_dir.truncate_metrics(int(resume_state["total_steps"]) if resume_state else -1)
         run_dir.write_manifest(self.manifest.to_dict())
 
         factory = self._make_env_factory()
@@ -351,6 +373,7 @@ class LocalTrainer:
             resume_state=resume_state,
             elapsed_before=float(resume_state["wall_seconds"]) if resume_state else 0.0,
         )
+        context.extra_state["seed"] = self.seed
         context.sinks = FanOut(self._sinks(run_dir, (resume_state or {}).get("wandb_id")))
         wandb_ids = [s.run_id for s in context.sinks.sinks if isinstance(s, WandbSink)]
         context.extra_state["wandb_id"] = wandb_ids[0] if wandb_ids else None
@@ -359,7 +382,6 @@ class LocalTrainer:
             f"{self.spec.name} {getattr(self.manifest.environment, 'name', '')}",
             enabled=self.verbose,
         )
-        context.install_signal_handlers()
         memory, n_step_memory = self._memories(env)
         kwargs = self.strategy.get_trainer_kwargs(
             self.spec,
@@ -379,6 +401,7 @@ class LocalTrainer:
                 "mutation": mutation.state_dict(),
             }
         summary: dict[str, Any] = {"status": "failed"}
+        context.install_signal_handlers()
         try:
             population, fitnesses = loop(
                 population,
@@ -397,6 +420,7 @@ class LocalTrainer:
                 f"{run_dir.checkpoints_dir}; lower algorithm.lr or max_grad_norm and resume"
             ) from None
         finally:
+            context.restore_signal_handlers()
             env.close()
             context.progress.close()
             context.sinks.close()

@@ -43,12 +43,17 @@ def _prepare(launcher: Any, job_overrides: Sequence[Sequence[str]]) -> tuple[lis
     if jobs and all(job.options.dry_run for job in jobs):
         print(render_plan(jobs))
         return [], [_done(job.overrides, None) for job in jobs], ledger
-    finished = {r.key: r for r in ledger.jobs(reconcile=False) if r.finished}
+    records = ledger.jobs()
+    finished = {r.key: r for r in records if r.finished}
+    running = {r.key for r in records if r.still_running()}
     to_run, done = [], []
     for num, job in enumerate(jobs):
         key = job_key(job.overrides)
         if key in finished:
             done.append(_done(job.overrides, finished[key].best_fitness))
+        elif key in running:  # another launch of this sweep runs it right now
+            print(f"skipping {key}: still running", file=sys.stderr)
+            done.append(_done(job.overrides, None))
         else:
             to_run.append((num, job.overrides))
     return to_run, done, ledger
