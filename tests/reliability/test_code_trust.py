@@ -32,7 +32,7 @@ def test_case_01_entrypoint_refused_without_opt_in(tmp_path: Path) -> None:
     refused = train(f"manifest={manifest}", f"run_dir={tmp_path / 'run'}")
     assert refused.returncode == 2 and no_traceback(refused)
     assert "environment.entrypoint" in refused.stderr and "trust_code=true" in refused.stderr
-    with pytest.raises(ConfigError, match="environment.entrypoint"):
+    with pytest.raises(ConfigError, match=r"environment\.entrypoint"):
         LocalTrainer(TINY_PPO, _system_env(marker), run_dir=tmp_path / "api")
     assert not marker.exists()
     assert not (tmp_path / "run").exists() and not (tmp_path / "api").exists()
@@ -63,7 +63,7 @@ def test_case_02_a_run_directorys_manifest_gets_no_trust(tmp_path: Path) -> None
     stored = yaml.safe_load((run_dir / "manifest.yaml").read_text())
     stored["environment"].update(entrypoint="os:system", config={"command": f"touch {marker}"})
     (run_dir / "manifest.yaml").write_text(yaml.safe_dump(stored))
-    with pytest.raises(ConfigError, match="environment.entrypoint.*--trust-code"):
+    with pytest.raises(ConfigError, match=r"environment\.entrypoint.*--trust-code"):
         evaluate_checkpoint(run_dir, episodes=1)
     cli = run("-m", "agilerl.cli", "evaluate", str(run_dir), "--episodes", "1")
     assert cli.returncode == 2 and "--trust-code" in cli.stderr and no_traceback(cli)

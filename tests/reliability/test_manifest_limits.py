@@ -60,7 +60,7 @@ def test_case_16_duplicate_keys_are_an_error(tmp_path: Path) -> None:
         "algorithm:\n  name: PPO\nenvironment:\n  name: CartPole-v1\nalgorithm:\n  name: DQN\n"
     )
     with pytest.raises(
-        ConfigError, match="duplicate key 'algorithm' \\(first at line 1\\).*line 5"
+        ConfigError, match=r"duplicate key 'algorithm' \(first at line 1\).*line 5"
     ):
         read_manifest_file(twice)
     nested = tmp_path / "nested.json"
