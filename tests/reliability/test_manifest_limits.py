@@ -59,9 +59,7 @@ def test_case_16_duplicate_keys_are_an_error(tmp_path: Path) -> None:
     twice.write_text(
         "algorithm:\n  name: PPO\nenvironment:\n  name: CartPole-v1\nalgorithm:\n  name: DQN\n"
     )
-    with pytest.raises(
-        ConfigError, match=r"duplicate key 'algorithm' \(first at line 1\).*line 5"
-    ):
+    with pytest.raises(ConfigError, match=r"duplicate key 'algorithm' \(first at line 1\).*line 5"):
         read_manifest_file(twice)
     nested = tmp_path / "nested.json"
     nested.write_text('{"algorithm": {"name": "PPO", "lr": 0.1, "lr": 0.2}}')
