@@ -10,7 +10,8 @@ import errno
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -35,6 +36,17 @@ def _full_error(target: Path) -> Exception:
         f"no space left on the device holding {target.parent} (writing {target.name}); "
         "free some space there or choose another run_dir, then resume"
     )
+
+
+@contextmanager
+def disk_full_guard(path: str | Path) -> Iterator[None]:
+    """Turn a full disk while writing ``path`` (by any library) into a :class:`ConfigError`."""
+    try:
+        yield
+    except (OSError, RuntimeError) as exc:
+        if _disk_full(exc):
+            raise _full_error(Path(path)) from None
+        raise
 
 
 def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
