@@ -10,6 +10,7 @@ the process, so a killed run never leaves a stale lock.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -103,18 +104,25 @@ def _release(folder: Path) -> None:
 def claim_run_dir(path: str | Path) -> Iterator[Path]:
     """Check ``path`` is a (new or our) run directory, then hold its lock.
 
-    Re-entrant within one process (the launcher and the trainer both claim it).
+    Re-entrant within one process (the launcher and the trainer both claim it). A
+    directory this claim created is removed again if the run wrote nothing into it
+    (it failed before starting).
 
     Raises:
         ConfigError: If the directory is not a run of ours, or another process holds it.
     """
     folder = Path(path)
     check_run_dir(folder)
+    created = not folder.exists()
     _acquire(folder)
     try:
         yield folder
     finally:
         _release(folder)
+        if created and {e.name for e in folder.iterdir()} <= {LOCK_FILE}:
+            (folder / LOCK_FILE).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def mark_run_dir(path: str | Path, **info: object) -> None:
@@ -142,4 +150,12 @@ def remove_if_fresh(path: str | Path) -> bool:
     if log.exists() and log.stat().st_size > 0:
         return False
     shutil.rmtree(folder, ignore_errors=True)
+    cwd = Path.cwd().resolve()
+    for parent in list(folder.resolve().parents)[:2]:  # runs/<date>/ and runs/, when empty
+        if parent == cwd or cwd not in parent.parents:
+            break
+        try:
+            parent.rmdir()
+        except OSError:
+            break
     return True

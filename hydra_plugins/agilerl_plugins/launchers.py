@@ -81,6 +81,8 @@ class ValidatingBasicLauncher(BasicLauncher):
 class _ValidatingSubmitit(BaseSubmititLauncher):
     """Submitit launchers that wait for every job and report failures without aborting."""
 
+    _CANCEL_ON_STOP = False
+
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
@@ -117,6 +119,7 @@ class _ValidatingSubmitit(BaseSubmititLauncher):
             ledger.append(
                 key=job_key(overrides), overrides=overrides, state="pending", job_id=str(job.job_id)
             )
+        previous = _cancel_on_stop(jobs) if self._CANCEL_ON_STOP else {}
         returns = list(done)
         for job, (_num, overrides) in zip(jobs, to_run, strict=True):
             try:
@@ -132,7 +135,34 @@ class _ValidatingSubmitit(BaseSubmititLauncher):
                 failed = JobReturn(overrides=list(overrides), status=JobStatus.FAILED)
                 failed._return_value = exc
                 returns.append(failed)
+        import signal
+
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         return returns
+
+
+def _cancel_on_stop(jobs: list[Any]) -> dict[int, Any]:
+    """SIGTERM/SIGINT to the launcher stops the whole local sweep, not just the launcher.
+
+    Every job is cancelled (submitit sends it SIGINT: it checkpoints and records
+    ``interrupted``), then the launcher exits with ``128 + signum``.
+
+    Returns:
+        The handlers replaced, to restore once every job has ended.
+    """
+    import contextlib
+    import signal
+
+    def stop(signum: int, _frame: Any) -> None:
+        for job in jobs:
+            with contextlib.suppress(Exception):  # a job that already ended
+                job.cancel(check=False)
+        name = signal.Signals(signum).name
+        print(f"stopping the sweep ({name}): every job cancelled", file=sys.stderr)
+        raise SystemExit(128 + signum)
+
+    return {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
 
 
 def _base_queue_conf() -> Any:
@@ -145,6 +175,7 @@ class ValidatingLocalLauncher(_ValidatingSubmitit):
     """submitit's local executor: each job in its own subprocess."""
 
     _EXECUTOR = "local"
+    _CANCEL_ON_STOP = True
 
 
 class ValidatingSlurmLauncher(_ValidatingSubmitit):

@@ -116,3 +116,9 @@ def test_17_6_runs_are_named_after_the_manifest_and_leave_no_empty_dirs(tmp_path
     assert ok.returncode == 0, ok.stderr
     assert list((tmp_path / "runs").glob("*/*")) == [run_dir]  # nothing else was left behind
     assert (elsewhere / "summary.json").is_file()
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    assert train("algorithm.lr=-1", cwd=fresh).returncode == 2
+    resumed = train(f"resume={elsewhere}", "training.max_steps=128", cwd=fresh)
+    assert resumed.returncode == 0, resumed.stderr
+    assert list(fresh.iterdir()) == []  # no empty runs/<date>/<time>_... directories

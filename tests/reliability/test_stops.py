@@ -140,3 +140,42 @@ def test_case_17_sigterm_stops_a_whole_local_sweep(tmp_path: Path) -> None:
     assert ("seed=0", "interrupted") in states
     assert ("seed=1", "running") not in states  # the next job never started
     assert no_traceback(subprocess.CompletedProcess([], 0, "", err))
+
+
+@pytest.mark.slow
+def test_case_17_sigterm_stops_a_submitit_local_sweep(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO / "train.py"),
+            "-m",
+            "hydra/launcher=local",
+            f"hydra.sweep.dir={sweep}",
+            "seed=0,1",
+            "training.max_steps=200000",
+            "training.evo_steps=256",
+            "training.eval_steps=20",
+            "environment.num_envs=1",
+            "logger.tensorboard=false",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 240
+    while len(list(sweep.glob("*/checkpoints/latest"))) < 2:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    deadline = time.monotonic() + 120
+    while True:  # the cancelled jobs checkpoint and record how they ended
+        summaries = [json.loads(p.read_text()) for p in sweep.glob("*/summary.json")]
+        if len(summaries) == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert [s["status"] for s in summaries] == ["interrupted", "interrupted"]
