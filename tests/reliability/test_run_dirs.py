@@ -39,6 +39,7 @@ def test_case_05_latest_cannot_point_outside_its_run(tmp_path: Path) -> None:
     assert (b / "checkpoints" / b_latest / "agent_0.pt").is_file()
 
 
+@pytest.mark.slow
 def test_case_07_one_process_per_run_directory(tmp_path: Path) -> None:
     run_dir = tmp_path / "shared"
     manifest = write_manifest(tmp_path / "m.yaml", training={"max_steps": 4096, "evo_steps": 512})
@@ -95,6 +96,7 @@ def test_case_10_a_folder_that_is_not_a_run_is_refused(tmp_path: Path) -> None:
     assert dry.returncode == 2 and "run_dir=/etc" in dry.stderr
 
 
+@pytest.mark.slow
 def test_17_6_runs_are_named_after_the_manifest_and_leave_no_empty_dirs(tmp_path: Path) -> None:
     manifest = tmp_path / "dqn.yaml"
     manifest.write_text(

@@ -33,6 +33,7 @@ def test_case_15_a_torn_last_ledger_line_is_skipped(tmp_path: Path) -> None:
         assert len(ledger.jobs()) == 3
 
 
+@pytest.mark.slow
 def test_case_12_rerun_skips_jobs_that_are_still_running(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     first = multirun(sweep, "seed=0,1", *QUICK)
