@@ -43,41 +43,25 @@ def _schema(indent: int) -> int:
     return 0
 
 
-def _paradigm(spec_cls: type) -> tuple[str, str]:
-    """(paradigm, training loop) of a spec class, read from its flags only."""
-    from agilerl.arena.models.algorithms import (
-        LLMAlgorithmSpec,
-        MultiAgentAlgorithmSpec,
-    )
-
-    if issubclass(spec_cls, LLMAlgorithmSpec):
-        if spec_cls.env_type == "rollout":
-            return "LLM rollout", "train_llm_rollout"
-        return "LLM dataset", "train_llm_dataset"
-    if issubclass(spec_cls, MultiAgentAlgorithmSpec):
-        if spec_cls.off_policy:
-            return "multi-agent off-policy", "train_multi_agent_off_policy"
-        return "multi-agent on-policy", "train_multi_agent_on_policy"
-    if spec_cls.bandit:
-        return "contextual bandit", "train_bandits"
-    if spec_cls.offline:
-        return "offline", "train_offline"
-    if spec_cls.off_policy:
-        return "off-policy", "train_off_policy"
-    return "on-policy", "train_on_policy"
-
-
 def _algorithms() -> int:
     from rich.console import Console
     from rich.table import Table
 
     from agilerl.arena.models.registry import MANIFEST_REGISTRY
+    from agilerl.strategies import strategy_for
 
     table = Table(title="Registered algorithms")
-    for column in ("name", "paradigm", "training loop", "env", "key defaults"):
+    for column in ("name", "paradigm", "training loop", "trains", "env", "key defaults"):
         table.add_column(column)
     for name, spec_cls in MANIFEST_REGISTRY.items():
-        paradigm, loop = _paradigm(spec_cls)
+        strategy = strategy_for(spec_cls)
+        # read from the paradigm's strategy, so it changes when a paradigm lands
+        try:
+            default_spec = spec_cls()
+        except ValueError:  # a spec with a required field (e.g. GRPO's group_size)
+            default_spec = None
+        reason = strategy.unavailable_reason(default_spec)
+        trains = "yes" if reason is None else "not in this version"
         fields = spec_cls.model_fields
         keys = [
             k
@@ -87,8 +71,10 @@ def _algorithms() -> int:
         defaults = ", ".join(
             f"{k}={'required' if fields[k].is_required() else fields[k].default}" for k in keys
         )
-        table.add_row(name, paradigm, loop, spec_cls.env_type, defaults)
-    Console(width=None if sys.stdout.isatty() else 160).print(table)
+        table.add_row(
+            name, strategy.paradigm, strategy.loop_name, trains, spec_cls.env_type, defaults
+        )
+    Console(width=None if sys.stdout.isatty() else 180).print(table)
     return 0
 
 

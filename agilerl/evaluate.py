@@ -137,19 +137,17 @@ def evaluate_checkpoint(
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     env = make_single_env(env_spec, render_mode="rgb_array" if video else None)
-    _check_spaces(algo, env, env_spec.name, agent_file)
     frames: list[Any] = []
     returns = []
     try:
+        check_spaces(algo, env, env_spec)
         for episode in range(episodes):
             obs, _ = env.reset(seed=seed + episode)
             total, done = 0.0, False
             while not done:
                 if video:
                     frames.append(env.render())
-                batch = _batch(obs)
-                action = algo.get_action(batch, greedy=True)[0][0]
-                obs, reward, terminated, truncated, _ = env.step(action)
+                obs, reward, terminated, truncated, _ = env.step(greedy_action(algo, obs))
                 total += float(reward)
                 done = terminated or truncated
             returns.append(total)
@@ -159,17 +157,48 @@ def evaluate_checkpoint(
     return EvaluationResult(returns, agent_file, video_path)
 
 
-def _check_spaces(algo: Any, env: Any, env_name: str, agent_file: Path) -> None:
-    """Refuse an env whose observation or action space is not the agent's."""
-    for what in ("observation_space", "action_space"):
-        trained = getattr(algo, what, None)
-        given = getattr(env, what)
-        if trained is not None and trained != given:
-            env.close()
+def greedy_action(agent: Any, obs: Any) -> Any:
+    """The agent's greedy env action for one (unbatched) observation.
+
+    Uses the uniform ``act(obs, greedy=True)`` where the agent has it; older
+    agents' ``get_action`` returns either the action batch (off-policy) or a
+    tuple whose first item is it (PPO), and both are accepted.
+    """
+    batch = _batch(obs)
+    act = getattr(agent, "act", None)
+    out = act(batch, greedy=True) if callable(act) else agent.get_action(batch, greedy=True)
+    if isinstance(out, tuple):
+        out = out[0]
+    return np.asarray(out)[0]
+
+
+def check_spaces(agent: Any, env: Any, env_spec: GymEnvSpec) -> None:
+    """Refuse an env whose observation or action space does not fit the agent.
+
+    Raises:
+        ConfigError: Naming both spaces and how to pick the right env.
+    """
+    for kind in ("observation", "action"):
+        theirs = getattr(env, f"{kind}_space")
+        ours = getattr(agent, f"{kind}_space", None)
+        if ours is not None and not _same_space(ours, theirs):
             raise ConfigError(
-                f"{agent_file} was trained with {what} {trained}, but {env_name} has {given}; "
-                "evaluate it on the env it was trained on (leave --env out)"
+                f"--env {env_spec.name}: its {kind} space {theirs} does not match the agent's "
+                f"{ours}; evaluate in the env the agent was trained on (omit --env to use the "
+                "run's manifest)"
             )
+
+
+def _same_space(a: Any, b: Any) -> bool:
+    if type(a) is not type(b) or getattr(a, "shape", None) != getattr(b, "shape", None):
+        return False
+    if hasattr(a, "n") and np.any(np.asarray(a.n) != np.asarray(b.n)):
+        return False
+    if isinstance(getattr(a, "spaces", None), dict):
+        return a.spaces.keys() == b.spaces.keys() and all(
+            _same_space(a.spaces[k], b.spaces[k]) for k in a.spaces
+        )
+    return True
 
 
 def _batch(obs: Any) -> Any:

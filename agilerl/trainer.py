@@ -13,27 +13,28 @@ import datetime as dt
 import os
 import random
 import socket
-import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from agilerl.arena.models.algorithms import AlgorithmSpec, MultiAgentAlgorithmSpec
+from agilerl.arena.models.algorithms import AlgorithmSpec
 from agilerl.arena.models.env import EnvSpecBase
 from agilerl.arena.models.errors import ConfigError
 from agilerl.arena.models.manifest import TrainingManifest
-from agilerl.arena.models.training import ReplayBufferSpec, TrainingSpec
-from agilerl.builders import AlgorithmBuildRuntime, select_builder
+from agilerl.arena.models.training import TrainingSpec
+from agilerl.builders import select_builder
 from agilerl.launch.options import LoggerOptions
 from agilerl.launch.preflight import preflight
 from agilerl.launch.run_names import run_name
 from agilerl.logging.loggers import FanOut, MetricSink, TensorBoardSink, WandbSink
 from agilerl.logging.progress import TrainingProgress
 from agilerl.logging.run_dir import RunDirectory
-from agilerl.strategies import select_strategy
-from agilerl.training.checkpointing import CheckpointManager, set_rng_state
+from agilerl.strategies import PopulationRuntime, select_strategy
+from agilerl.training.checkpointing import CheckpointManager, ResumeState, set_rng_state
+from agilerl.training.results import LoopResult
 from agilerl.training.resume_check import prepare_resume
 from agilerl.training.run_context import RunContext, finite_or_none
 from agilerl.training.run_lock import claim_run_dir, mark_run_dir
@@ -72,7 +73,7 @@ class LocalTrainer:
         tournament_selection: ``tournament_selection`` mapping or spec.
         seed: Seeds envs, torch, numpy and Python's ``random`` (``None``: 0 for a new
             run, the stored seed when resuming).
-        device: Torch device (checked now: ``cuda`` needs a visible GPU).
+        device: Torch device.
         run_dir: Run directory; default ``runs/<date>/<time>_<algorithm>_<env>_<token>``.
         resume: Continue from ``run_dir``'s ``checkpoints/latest``.
         trust_code: Allow manifest fields that run code (env entrypoints,
@@ -187,50 +188,7 @@ class LocalTrainer:
         np.random.seed(self.seed)
         torch.manual_seed(self.seed)
 
-    def _make_env_factory(self) -> Any:
-        from agilerl.envs.gym import make_vector_env
-
-        env_spec = self.manifest.environment
-        if isinstance(self.spec, MultiAgentAlgorithmSpec) or not hasattr(env_spec, "sync"):
-            raise ConfigError(
-                f"training {self.spec.name} on a {env_spec.env_type} environment is not "
-                "available in this version yet; the manifest is valid"
-            )
-
-        def factory(seed: int | None = None, num_envs: int | None = None) -> Any:
-            return make_vector_env(env_spec, num_envs, seed=seed)
-
-        return factory
-
-    def _build_population(self, env: Any) -> list[Any]:
-        from agilerl.envs.gym import action_space_kind
-
-        kind = action_space_kind(env.single_action_space)
-        if kind not in self.spec.action_space_kinds:
-            raise ConfigError(
-                f"environment.name: {self.spec.name} cannot act in "
-                f"{getattr(self.manifest.environment, 'name', 'this env')}: it needs a "
-                f"{' or '.join(sorted(self.spec.action_space_kinds))} action space, the env "
-                f"has {env.single_action_space}"
-            )
-        population = []
-        for index in range(self.manifest.training.pop_size):
-            torch.manual_seed(self.seed * 1000 + index)
-            population.append(
-                self.builder.build(
-                    self.spec,
-                    env.single_observation_space,
-                    env.single_action_space,
-                    runtime=AlgorithmBuildRuntime(
-                        index=index,
-                        device=self.device,
-                        total_steps=self.manifest.training.max_steps,
-                    ),
-                )
-            )
-        return population
-
-    def _evolution_operators(self, resume_state: dict[str, Any] | None) -> tuple[Any, Any]:
+    def _evolution_operators(self, resume_state: ResumeState | None) -> tuple[Any, Any]:
         """Tournament selection and mutations from the manifest (defaults when omitted)."""
         from agilerl.arena.models.hpo import MutationSpec, TournamentSelectionSpec
         from agilerl.hpo import Mutations, TournamentSelection
@@ -246,54 +204,11 @@ class LocalTrainer:
         mutation = Mutations.from_spec(
             mutation_spec, self.spec, rng_seed=mutation_spec.rand_seed + 1
         )
-        operators = (resume_state or {}).get("operators")
+        operators = resume_state.operators if resume_state else None
         if operators:
             tournament.load_state_dict(operators["tournament"])
             mutation.load_state_dict(operators["mutation"])
         return tournament, mutation
-
-    def _memories(self, env: Any) -> tuple[Any, Any]:
-        """Replay memory for off-policy, offline and bandit specs (else ``None``).
-
-        The population shares one memory unless ``training.experience_sharing``
-        is false, which gives every agent its own.
-        """
-        spec = self.spec
-        if not (spec.off_policy or spec.offline or spec.bandit):
-            return None, None
-        from agilerl.components.memory import InsufficientMemoryError
-        from agilerl.models.training import init_buffer, init_n_step_buffer
-
-        buffer_spec = self.manifest.replay_buffer
-        if buffer_spec is None:
-            warnings.warn(
-                f"{spec.name} has no replay_buffer section: using max_size "
-                f"{ReplayBufferSpec().max_size} (choose one with replay_buffer=standard)",
-                UserWarning,
-                stacklevel=3,
-            )
-            buffer_spec = ReplayBufferSpec()
-        copies = (
-            1
-            if self.manifest.training.experience_sharing is not False
-            else (self.manifest.training.pop_size)
-        )
-        spaces = {
-            "observation_space": env.single_observation_space,
-            "action_space": env.single_action_space,
-        }
-        try:
-            # Seeded sampling generators: the same seed gives the same run (issue 10, case 27).
-            seeds = [(self.seed or 0) * 1000 + 500 + copy for copy in range(copies)]
-            mains = [init_buffer(buffer_spec, spec, self.device, seed=s, **spaces) for s in seeds]
-            n_steps = [
-                init_n_step_buffer(buffer_spec, spec, self.device, seed=s, **spaces) for s in seeds
-            ]
-        except InsufficientMemoryError as exc:
-            raise ConfigError(f"replay_buffer.max_size: {exc}") from None
-        if copies == 1:
-            return mains[0], n_steps[0]
-        return mains, (n_steps if n_steps[0] is not None else None)
 
     def _sinks(self, run_dir: RunDirectory, wandb_id: str | None) -> list[MetricSink]:
         sinks: list[MetricSink] = []
@@ -317,82 +232,92 @@ class LocalTrainer:
     def train(self) -> tuple[list[Any], list[float]]:
         """Train the population until max_steps, target_score or max_wall_seconds.
 
-        The run directory is claimed first (refused if it is not a run of ours or
-        another process holds it), and every resume check runs before a file is written.
-
         Returns:
             The population and each agent's last fitness.
 
         Raises:
             ConfigError: For user mistakes found at run time (unknown env id,
-                incompatible action space, unusable checkpoint, diverged training).
+                incompatible action space, unusable checkpoint, diverged training,
+                a paradigm that does not train in this version).
+        """
+        result = self.run()
+        return result.population, result.fitnesses
+
+    def run(self) -> LoopResult:
+        """Like :meth:`train`, returning the loop's typed result (also in ``summary.json``).
+
+        The strategy of the spec's paradigm makes the envs, builds the
+        population, names the loop and its arguments; this method holds the
+        run directory, seeding, resume, logging and evolution around them. The
+        run directory is claimed first (refused if it is not a run of ours or
+        another process holds it), and every resume check runs before a file
+        is written.
+
+        Raises:
             KeyboardInterrupt: After Ctrl-C, once the checkpoint and summary are written.
         """
         with claim_run_dir(self.run_dir):
-            return self._train_claimed()
+            return self._run_claimed()
 
-    def _train_claimed(self) -> tuple[list[Any], list[float]]:
-        try:
-            loop = self.strategy.get_training_loop(self.spec)
-        except NotImplementedError:
+    def _run_claimed(self) -> LoopResult:
+        reason = self.strategy.unavailable_reason(self.spec)
+        if reason is not None:
             raise ConfigError(
-                f"training {self.spec.name} ({type(self.strategy).__name__}) is not available in "
-                "this version yet; the manifest is valid (dry_run=true checks it)"
-            ) from None
+                f"algorithm.name: training {self.spec.name} is not possible here: {reason}; "
+                "the manifest is valid (dry_run=true checks it)"
+            )
+        loop = self.strategy.get_training_loop(self.spec)
         training = self.manifest.training
         checkpoints = CheckpointManager(
             self.run_dir / "checkpoints", keep_last_only=training.overwrite_checkpoints
         )
+        resume_state: ResumeState | None
         agent_states, resume_state, self.seed = prepare_resume(
             self.run_dir, checkpoints, self.manifest, self.resume, self.seed
         )
         self._seed_everything()
         run_dir = RunDirectory(self.run_dir)
         mark_run_dir(run_dir.path)
-        run_dir.truncate_metrics(int(resume_state["total_steps"]) if resume_state else -1)
+        run_dir.truncate_metrics(resume_state.total_steps if resume_state else -1)
         run_dir.write_manifest(self.manifest.to_dict())
 
-        factory = self._make_env_factory()
-        env = factory(seed=self.seed)
-        population = self._build_population(env)
-        if agent_states is not None:
-            if len(agent_states) != len(population):
-                raise ConfigError(
-                    f"checkpoint holds {len(agent_states)} agents but training.pop_size is "
-                    f"{len(population)}"
-                )
-            for agent, state in zip(population, agent_states, strict=True):
-                agent.load_state_dict(state)
-            set_rng_state(resume_state["rng"])
-
+        envs = self.strategy.make_envs(self.manifest, seed=self.seed)
+        try:
+            population = self.strategy.build_population(
+                self.spec,
+                self.builder,
+                envs,
+                PopulationRuntime(
+                    pop_size=training.pop_size,
+                    seed=self.seed,
+                    device=self.device,
+                    total_steps=training.max_steps,
+                ),
+            )
+            if agent_states is not None:
+                self._restore(population, agent_states, resume_state)
+            kwargs = self.strategy.loop_kwargs(self.spec, self.manifest, envs, device=self.device)
+        except BaseException:
+            envs.close()
+            raise
         context = RunContext(
             run_dir=run_dir,
             checkpoints=checkpoints,
             seed=self.seed,
             max_wall_seconds=training.max_wall_seconds,
             resume_state=resume_state,
-            elapsed_before=float(resume_state["wall_seconds"]) if resume_state else 0.0,
+            elapsed_before=resume_state.wall_seconds if resume_state else 0.0,
         )
-        context.extra_state["seed"] = self.seed
-        context.sinks = FanOut(self._sinks(run_dir, (resume_state or {}).get("wandb_id")))
+        context.sinks = FanOut(
+            self._sinks(run_dir, resume_state.wandb_id if resume_state else None)
+        )
         wandb_ids = [s.run_id for s in context.sinks.sinks if isinstance(s, WandbSink)]
-        context.extra_state["wandb_id"] = wandb_ids[0] if wandb_ids else None
+        context.wandb_id = wandb_ids[0] if wandb_ids else None
         context.progress = TrainingProgress(
             training.max_steps * training.pop_size,
             f"{self.spec.name} {getattr(self.manifest.environment, 'name', '')}",
             enabled=self.verbose,
         )
-        memory, n_step_memory = self._memories(env)
-        kwargs = self.strategy.get_trainer_kwargs(
-            self.spec,
-            training=training,
-            env_spec=self.manifest.environment,
-            memory=memory,
-            n_step_memory=n_step_memory,
-        )
-        if memory is not None:
-            buffer_spec = self.manifest.replay_buffer or ReplayBufferSpec()
-            kwargs["save_memory"] = buffer_spec.store_in_checkpoint
         if training.hpo:
             tournament, mutation = self._evolution_operators(resume_state)
             kwargs.update(tournament=tournament, mutation=mutation)
@@ -400,38 +325,58 @@ class LocalTrainer:
                 "tournament": tournament.state_dict(),
                 "mutation": mutation.state_dict(),
             }
-        summary: dict[str, Any] = {"status": "failed"}
+        result: Any = None
         context.install_signal_handlers()
         try:
-            population, fitnesses = loop(
+            result = loop(
                 population,
-                env,
+                envs.env,
                 max_steps=training.max_steps,
                 evo_steps=training.evo_steps,
-                env_factory=factory,
+                env_factory=envs.factory,
                 run=context,
                 **kwargs,
             )
-            summary = context.extra_state.get("summary", {})
+            if not isinstance(result, LoopResult):
+                raise TypeError(
+                    f"{getattr(loop, '__name__', loop)} returned {type(result).__name__}; "
+                    "a training loop returns a LoopResult"
+                )
         except FloatingPointError as exc:
-            summary = {**context.extra_state.get("summary", {}), "status": "failed"}
             raise ConfigError(
                 f"training diverged: {exc}. The last good checkpoint is kept in "
-                f"{run_dir.checkpoints_dir}; lower algorithm.lr or max_grad_norm and resume"
+                f"{run_dir.checkpoints_dir}; {divergence_hint(self.spec)} and resume"
             ) from None
         finally:
             context.restore_signal_handlers()
-            env.close()
+            envs.close()
             context.progress.close()
             context.sinks.close()
-            self._write_summary(run_dir, summary, context)
+            finished = result if isinstance(result, LoopResult) else _failed(context)
+            self._write_summary(run_dir, finished, context)
         context.forward_stop_signal()
-        return population, fitnesses
+        return result
+
+    def _restore(
+        self,
+        population: list[Any],
+        agent_states: list[dict[str, Any]],
+        resume_state: ResumeState | None,
+    ) -> None:
+        if len(agent_states) != len(population):
+            raise ConfigError(
+                f"checkpoint holds {len(agent_states)} agents but training.pop_size is "
+                f"{len(population)}"
+            )
+        for agent, state in zip(population, agent_states, strict=True):
+            agent.load_state_dict(state)
+        if resume_state is not None and resume_state.rng is not None:
+            set_rng_state(resume_state.rng)
 
     def _write_summary(
-        self, run_dir: RunDirectory, summary: dict[str, Any], context: RunContext
+        self, run_dir: RunDirectory, result: LoopResult, context: RunContext
     ) -> None:
-        total = int(summary.get("total_steps", 0))
+        total = result.total_steps
         wall = context.elapsed()
         latest = context.checkpoints.latest_dir() if context.checkpoints else None
         run_dir.write_summary(
@@ -441,12 +386,12 @@ class LocalTrainer:
                 "total_steps": total,
                 "wall_seconds": round(wall, 3),
                 "steps_per_second": round(total / wall, 1) if wall > 0 else None,
-                "best_fitness": finite_or_none(summary.get("best_fitness")),
-                "final_fitness": finite_or_none(summary.get("final_fitness")),
-                "solved_at_step": summary.get("solved_at_step"),
+                "best_fitness": finite_or_none(result.best_fitness),
+                "final_fitness": finite_or_none(result.final_fitness),
+                "solved_at_step": result.solved_at_step,
                 "pop_size": self.manifest.training.pop_size,
                 "seed": self.seed,
-                "status": summary.get("status", "failed"),
+                "status": result.status,
                 "checkpoint": str(latest) if latest else None,
                 "run_dir": str(run_dir.path),
                 "host": {
@@ -461,3 +406,21 @@ class LocalTrainer:
             f"{self.spec.name} on {getattr(self.manifest.environment, 'name', '')}",
             self.manifest.training.target_score,
         )
+
+
+def _failed(context: RunContext) -> LoopResult:
+    """The result of a run that raised: its counters as of the last evaluation."""
+    last = context.last_result
+    if last is None:
+        return LoopResult([], [], status="failed")
+    return replace(last, status="failed")
+
+
+def divergence_hint(spec: AlgorithmSpec) -> str:
+    """What to lower after a divergence, naming only fields ``spec`` has."""
+    fields = type(spec).model_fields
+    rates = [f for f in ("lr", "lr_actor", "lr_critic") if f in fields]
+    knobs = [f"algorithm.{f}" for f in rates]
+    if "max_grad_norm" in fields:
+        knobs.append("algorithm.max_grad_norm")
+    return f"lower {' or '.join(knobs)}" if knobs else "lower the learning rate"

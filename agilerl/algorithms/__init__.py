@@ -8,13 +8,17 @@ from agilerl.algorithms.core.base import (
     MultiAgentAlgorithm,
     SingleAgentAlgorithm,
 )
+from agilerl.algorithms.cqn import CQN
 from agilerl.algorithms.ddpg import DDPG
 from agilerl.algorithms.dqn import DQN
+from agilerl.algorithms.neural_ts import NeuralTS
+from agilerl.algorithms.neural_ucb import NeuralUCB
 from agilerl.algorithms.ppo import PPO
 from agilerl.algorithms.rainbow_dqn import RainbowDQN
 from agilerl.algorithms.td3 import TD3
 
 __all__ = [
+    "CQN",
     "DDPG",
     "DQN",
     "PPO",
@@ -22,6 +26,8 @@ __all__ = [
     "EvolvableAlgorithm",
     "LLMAlgorithm",
     "MultiAgentAlgorithm",
+    "NeuralTS",
+    "NeuralUCB",
     "RainbowDQN",
     "SingleAgentAlgorithm",
 ]

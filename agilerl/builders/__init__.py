@@ -8,7 +8,7 @@ from agilerl.arena.models.algorithms import (
     MultiAgentAlgorithmSpec,
     SingleAgentAlgorithmSpec,
 )
-from agilerl.builders.base import AlgorithmBuilder, constructor_kwargs, spec_kwargs
+from agilerl.builders.base import AlgorithmBuilder
 from agilerl.builders.llm import LLMBuilder
 from agilerl.builders.multi_agent import MultiAgentBuilder
 from agilerl.builders.runtime import AlgorithmBuildRuntime
@@ -36,7 +36,5 @@ __all__ = [
     "LLMBuilder",
     "MultiAgentBuilder",
     "SingleAgentBuilder",
-    "constructor_kwargs",
     "select_builder",
-    "spec_kwargs",
 ]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import inspect
 import warnings
 from typing import Any
 
@@ -78,33 +77,6 @@ class AlgorithmBuilder:
         return algo_cls
 
 
-def spec_kwargs(spec: AlgorithmSpec, hp_config: Any = None) -> dict[str, Any]:
-    """The constructor keyword arguments a spec stands for.
-
-    Only explicitly set fields are forwarded, so the constructor's own
-    defaults apply to everything the manifest left out; sub-models become
-    plain dicts.
-    """
-    kwargs = spec.model_dump(include=set(spec.model_fields_set), exclude={"net_config"})
-    net_config = getattr(spec, "net_config", None)
-    if net_config is not None:
-        if isinstance(net_config, dict):
-            kwargs["net_config"] = {k: v.model_dump() for k, v in net_config.items()}
-        else:
-            kwargs["net_config"] = net_config.model_dump()
-    if hp_config is not None:
-        kwargs["hp_config"] = hp_config
-    return kwargs
-
-
-def constructor_kwargs(algo_cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Drop the keys ``algo_cls`` does not accept (unless it takes ``**kwargs``)."""
-    params = inspect.signature(algo_cls.__init__).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return kwargs
-    return {k: v for k, v in kwargs.items() if k in params}
-
-
 def apply_checkpoint(algo: Any, spec: AlgorithmSpec, runtime: AlgorithmBuildRuntime) -> Any:
     """Load weights or a whole checkpoint into a freshly built algorithm.
 
@@ -118,17 +90,17 @@ def apply_checkpoint(algo: Any, spec: AlgorithmSpec, runtime: AlgorithmBuildRunt
         algo.load_weights(weights)
     elif resume:
         configured = {
-            k: getattr(algo, k)
+            k: getattr(spec, k)
             for k in spec.model_fields_set
-            if isinstance(getattr(algo, k, None), bool | int | float | str)
+            if isinstance(getattr(spec, k, None), bool | int | float | str)
         }
         algo.load_checkpoint(resume)
         if runtime.index is not None:
             algo.index = runtime.index
         drift = [
-            f"{k}: spec {v!r}, checkpoint {getattr(algo, k)!r}"
+            f"{k}: spec {v!r}, checkpoint {getattr(algo.spec, k)!r}"
             for k, v in configured.items()
-            if getattr(algo, k) != v
+            if getattr(algo.spec, k) != v
         ]
         if drift:
             warnings.warn(
@@ -165,12 +137,15 @@ def build_rl(
     if missing:
         raise ValueError(f"{builder.__name__}.build needs {', '.join(missing)}")
     algo_cls = builder.checked_class(spec)
-    kwargs = spec_kwargs(spec, runtime.hp_config)
-    kwargs.update(spaces, index=runtime.index, device=runtime.device)
+    extra: dict[str, Any] = {k: v for k, v in networks.items() if v is not None}
     if runtime.accelerator is not None:
-        kwargs["accelerator"] = runtime.accelerator
-    if runtime.total_steps is not None:
-        kwargs["total_steps"] = runtime.total_steps
-    kwargs.update({k: v for k, v in networks.items() if v is not None})
-    algo = algo_cls(**constructor_kwargs(algo_cls, kwargs))
+        extra["accelerator"] = runtime.accelerator
+    algo = algo_cls(
+        spec,
+        **spaces,
+        index=runtime.index,
+        device=runtime.device,
+        total_steps=runtime.total_steps,
+        **extra,
+    )
     return apply_checkpoint(algo, spec, runtime)

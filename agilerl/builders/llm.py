@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from agilerl.arena.models.algorithms import AlgorithmSpec, LLMAlgorithmSpec, RolloutLLMSpec
-from agilerl.builders.base import (
-    AlgorithmBuilder,
-    apply_checkpoint,
-    constructor_kwargs,
-    spec_kwargs,
-)
+from agilerl.builders.base import AlgorithmBuilder, apply_checkpoint
 from agilerl.builders.runtime import AlgorithmBuildRuntime
 
 COLOCATED_VLLM_DEFAULTS = {
@@ -36,10 +32,41 @@ def to_peft_lora(lora: dict[str, Any]) -> Any:
     )
 
 
+_LLM_MODULES = ("agilerl.algorithms", "agilerl.algorithms.llm_dataset")
+
+
 class LLMBuilder(AlgorithmBuilder):
     """LLM fine-tuning."""
 
     required_base = "LLMAlgorithm"
+
+    @classmethod
+    def algo_class(cls, spec: AlgorithmSpec) -> type:
+        """The algorithm class named by the spec (``<Name>Spec -> <Name>``), LLM modules included.
+
+        Raises:
+            AttributeError: If no LLM algorithm matches the spec's name.
+        """
+        try:
+            return super().algo_class(spec)
+        except AttributeError as exc:
+            missing = exc
+        from agilerl.algorithms.core.base import LLMAlgorithm
+
+        for klass in type(spec).__mro__:
+            if klass is LLMAlgorithmSpec or not klass.__name__.endswith("Spec"):
+                continue
+            name = klass.__name__.removesuffix("Spec")
+            for module in _LLM_MODULES[1:]:
+                try:
+                    found = getattr(importlib.import_module(module), name, None)
+                except ImportError as exc:
+                    raise ImportError(
+                        "LLM algorithms need the llm extra: pip install 'agilerl[llm]'"
+                    ) from exc
+                if isinstance(found, type) and issubclass(found, LLMAlgorithm):
+                    return found
+        raise missing
 
     @classmethod
     def build(
@@ -57,7 +84,8 @@ class LLMBuilder(AlgorithmBuilder):
             spec: The algorithm spec.
             tokenizer: A HuggingFace tokenizer.
             runtime: Population slot, device, HPO, and optional checkpoint; index defaults to 0.
-            actor_network: Pre-built or cloned actor, used instead of loading the model.
+            actor_network: Pre-built or cloned actor, used as given instead of loading
+                ``spec.pretrained_model_name_or_path``.
             rollout_mode: ``training.rollout_mode``; colocated runs vLLM in the trainer.
 
         Raises:
@@ -70,29 +98,16 @@ class LLMBuilder(AlgorithmBuilder):
             raise ValueError("LLMBuilder.build needs a tokenizer")
         runtime = runtime or AlgorithmBuildRuntime(index=0)
         algo_cls = cls.checked_class(spec)
-        kwargs = spec_kwargs(spec, runtime.hp_config)
-        kwargs["model_name"] = spec.pretrained_model_name_or_path
-        kwargs.pop("pretrained_model_name_or_path", None)
         if isinstance(spec, RolloutLLMSpec) and rollout_mode == "colocated" and spec.use_vllm:
-            kwargs["vllm_config"] = {**COLOCATED_VLLM_DEFAULTS, **(kwargs.get("vllm_config") or {})}
-        else:
-            kwargs.pop("vllm_config", None)
-        if spec.lora_config is not None:
-            kwargs["lora_config"] = to_peft_lora(spec.lora_config.model_dump())
-        if spec.fsdp is not None:
-            kwargs["fsdp_config"] = kwargs.pop("fsdp")
-        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else None
-        if pad_id is None and getattr(tokenizer, "eos_token_id", None) is not None:
+            vllm = {**COLOCATED_VLLM_DEFAULTS, **(spec.vllm_engine_args or {})}
+            spec = spec.model_copy(update={"vllm_engine_args": vllm})
+        if tokenizer.pad_token_id is None and getattr(tokenizer, "eos_token_id", None) is not None:
             tokenizer.pad_token = tokenizer.eos_token
-            pad_id = tokenizer.eos_token_id
-        kwargs.update(
-            pad_token_id=pad_id,
-            pad_token=tokenizer.pad_token,
+        algo = algo_cls(
+            spec,
+            tokenizer=tokenizer,
+            actor_network=actor_network,
             index=runtime.index if runtime.index is not None else 0,
             device=runtime.device,
-            accelerator=runtime.accelerator,
-            actor_network=actor_network,
-            tokenizer=tokenizer,
         )
-        algo = algo_cls(**constructor_kwargs(algo_cls, kwargs))
         return apply_checkpoint(algo, spec, runtime)

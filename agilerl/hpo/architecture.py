@@ -34,8 +34,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from agilerl.networks.heads import seeded
-
 __all__ = [
     "ARCH_OPS",
     "LATENT_SHARE",
@@ -309,8 +307,9 @@ def rebuild_agent(
 ) -> Any:
     """A new agent of ``agent``'s class with ``net_config``, carrying over everything else.
 
-    The new agent gets the same constructor arguments (``init_kwargs()``, so
-    every hyperparameter), ``index`` and ``device``; then the weights of every
+    The new agent is built from the agent's spec with the new network section
+    (validated, so the architecture stays within its bounds), with the same
+    spaces, ``index`` and ``device``; then the weights of every
     network in ``network_names`` are transferred with :func:`transfer_weights`;
     ``steps``, ``num_updates``, ``fitness``, ``scores``, ``mut``, the extra
     state (``_extra_state``) and any exploration generator (``rng``) and noise
@@ -326,10 +325,10 @@ def rebuild_agent(
     Returns:
         The new agent (``agent`` itself is not modified).
     """
-    kwargs = dict(agent.init_kwargs())
-    kwargs["net_config"] = copy.deepcopy(dict(net_config))
-    with seeded(seed):
-        new = type(agent)(**kwargs, index=agent.index, device=agent.device)
+    from agilerl.algorithms.core.base import updated_spec
+
+    spec = updated_spec(agent.spec, {"net_config": copy.deepcopy(dict(net_config))})
+    new = agent.with_spec(spec, seed=seed)
     if keep_weights:
         for name in agent.network_names:
             transfer_weights(getattr(agent, name), getattr(new, name))

@@ -8,9 +8,8 @@ with the normalised weights of ``no_mut``, ``arch_mut``, ``params_mut``,
 * ``rl_hp``: one hyperparameter of ``rl_hp_ranges`` that the agent has (in
   ``hp_names``, with a numeric current value) is clipped into its range,
   multiplied by the grow or the shrink factor (probability 1/2 each), clipped
-  again and, for integer hyperparameters, rounded. It is set with ``setattr``;
-  learning rates also reach the optimizers (``set_lr`` for ``lr``, the
-  ``<name>_optimizer`` for ``lr_<name>``).
+  again and, for integer hyperparameters, rounded. It is set through the
+  agent's spec (a new validated spec); learning rates also reach the optimizers.
 * ``arch``: an edit of the encoder or head MLP in a copy of ``net_config``
   (see :func:`agilerl.hpo.architecture.edit_mlp`): with probability
   ``new_layer`` a layer is added or removed, otherwise nodes are added to or
@@ -369,18 +368,11 @@ def _is_number(value: Any) -> bool:
 
 
 def set_hyperparameter(agent: Any, name: str, value: float) -> None:
-    """Set a hyperparameter so that it takes effect (learning rates reach the optimizers)."""
-    setattr(agent, name, value)
-    if name == "lr" and hasattr(agent, "set_lr"):
-        agent.set_lr(value)
-    elif name.startswith("lr_"):
-        optimizer = getattr(agent, f"{name[3:]}_optimizer", None)
-        if optimizer is not None:
-            if hasattr(optimizer, "set_lr"):
-                optimizer.set_lr(value)
-            else:
-                for group in optimizer.param_groups:
-                    group["lr"] = float(value)
+    """Set a hyperparameter through the agent's spec (learning rates reach the optimizers)."""
+    if hasattr(agent, "set_hp"):
+        agent.set_hp(**{name: value})
+    else:
+        setattr(agent, name, value)
 
 
 def policy_network_names(agent: Any) -> list[str]:

@@ -93,7 +93,5 @@ def train_manifest(manifest: TrainingManifest, options: RunOptions) -> RunResult
             torch_threads=options.torch_threads,
             trust_code=options.trust_code,
         )
-        trainer.train()
-    result = read_result(run_dir)
-    assert result is not None
-    return result
+        result = trainer.run()
+    return RunResult(result.status, run_dir, result.best_fitness, result.wall_seconds)

@@ -2,12 +2,13 @@
 
 A ``net_config`` is a plain dict (a dump of the manifest's ``NetworkSpec``)::
 
-    {"latent_dim": 32, "min_latent_dim": 8, "max_latent_dim": 128,
+    {"latent_dim": 64, "min_latent_dim": 8, "max_latent_dim": 128,
      "encoder_config": {"arch": "mlp", "hidden_size": [64], ...},
      "head_config": {"hidden_size": [64], ...},
-     "squash_output": False}
+     "squash_output": False, ...}
 
-Every key is optional; :func:`resolve_net_config` fills the defaults.
+Every key is optional; :func:`resolve_net_config` fills the defaults from the
+contract's specs (:mod:`agilerl.arena.models.networks`), the only place they live.
 """
 
 from __future__ import annotations
@@ -17,66 +18,29 @@ from collections.abc import Mapping
 from typing import Any
 
 from gymnasium import spaces
+from pydantic import ValidationError
 from torch import nn
 
-from agilerl.networks.activations import check_activation
+from agilerl.arena.models.networks import (
+    CnnSpec,
+    LstmSpec,
+    MlpSpec,
+    MultiInputSpec,
+    NetworkSpec,
+    SimbaSpec,
+)
 from agilerl.networks.cnn import EvolvableCNN
 from agilerl.networks.mlp import EvolvableMLP
-from agilerl.networks.multi_input import DEFAULT_SUB_CNN, DEFAULT_SUB_MLP, EvolvableMultiInput
+from agilerl.networks.multi_input import EvolvableMultiInput
 from agilerl.networks.spaces import is_image_space
 
 ENCODER_ARCHS = ("mlp", "cnn", "multiinput", "lstm", "simba")
-
-_MLP_BOUNDS: dict[str, Any] = {
-    "min_hidden_layers": 1,
-    "max_hidden_layers": 6,
-    "min_mlp_nodes": 8,
-    "max_mlp_nodes": 256,
-}
-DEFAULT_MLP_CONFIG: dict[str, Any] = {
-    "arch": "mlp",
-    "hidden_size": [64],
-    "activation": "ReLU",
-    "output_activation": None,
-    "layer_norm": True,
-    "init_layers": True,
-    "output_vanish": True,
-    **_MLP_BOUNDS,
-}
-DEFAULT_CNN_CONFIG: dict[str, Any] = {
-    "arch": "cnn",
-    **DEFAULT_SUB_CNN,
-    "output_activation": None,
-    "min_hidden_layers": 1,
-    "max_hidden_layers": 6,
-    "min_channel_size": 8,
-    "max_channel_size": 256,
-}
-DEFAULT_MULTI_INPUT_CONFIG: dict[str, Any] = {
-    "arch": "multiinput",
-    "latent_dim": 32,
-    "vector_space_mlp": False,
-    "mlp_config": dict(DEFAULT_SUB_MLP),
-    "cnn_config": dict(DEFAULT_SUB_CNN),
-    "output_activation": None,
-    "min_latent_dim": 8,
-    "max_latent_dim": 128,
-}
-DEFAULT_HEAD_CONFIG: dict[str, Any] = {
-    "hidden_size": [64],
-    "activation": "ReLU",
-    "output_activation": None,
-    "layer_norm": True,
-    "init_layers": True,
-    "output_vanish": True,
-    **_MLP_BOUNDS,
-}
-_DEFAULTS_BY_ARCH = {
-    "mlp": DEFAULT_MLP_CONFIG,
-    "cnn": DEFAULT_CNN_CONFIG,
-    "multiinput": DEFAULT_MULTI_INPUT_CONFIG,
-    "lstm": {"arch": "lstm", "hidden_state_size": 64, "num_layers": 1},
-    "simba": {"arch": "simba", "hidden_size": 128, "num_blocks": 2},
+_ENCODER_SPECS = {
+    "mlp": MlpSpec,
+    "cnn": CnnSpec,
+    "multiinput": MultiInputSpec,
+    "lstm": LstmSpec,
+    "simba": SimbaSpec,
 }
 
 
@@ -89,53 +53,52 @@ def infer_arch(observation_space: spaces.Space) -> str:
     return "mlp"
 
 
-def resolve_net_config(
-    net_config: Mapping[str, Any] | None, observation_space: spaces.Space
-) -> dict[str, Any]:
-    """Return a complete ``net_config`` with defaults filled in and ``arch`` set.
+def _dump(spec_cls: type, data: Mapping[str, Any] | None) -> dict[str, Any]:
+    return spec_cls.model_validate(dict(data or {})).model_dump()
 
-    Unknown keys are kept, so a resolved config round-trips through checkpoints.
+
+def resolve_net_config(
+    net_config: NetworkSpec | Mapping[str, Any] | None, observation_space: spaces.Space
+) -> dict[str, Any]:
+    """Return a complete ``net_config`` with the spec's defaults filled in and ``arch`` set.
+
+    Every default comes from the contract's network specs
+    (:class:`~agilerl.arena.models.networks.NetworkSpec` and the encoder specs),
+    so the manifest, the CLI and the Python API build the same network.
 
     Args:
-        net_config: Partial config (``None`` for all defaults).
+        net_config: A network spec, a partial config dict, or ``None`` for all defaults.
         observation_space: Used to infer the encoder ``arch`` when unset.
 
     Returns:
-        A new dict; the input is not modified.
+        A new plain dict; the input is not modified.
 
     Raises:
-        ValueError: For an unknown ``arch`` or activation name.
+        ValueError: For an unknown ``arch``, activation or key, or bounds that do not hold.
     """
-    cfg = copy.deepcopy(dict(net_config or {}))
-    top_arch = cfg.pop("arch", None)
-    encoder = dict(cfg.get("encoder_config") or {})
-    arch = encoder.get("arch") or top_arch or infer_arch(observation_space)
-    if arch not in ENCODER_ARCHS:
-        raise ValueError(f"Unknown encoder arch {arch!r}; choose one of {', '.join(ENCODER_ARCHS)}")
-    defaults = copy.deepcopy(_DEFAULTS_BY_ARCH[arch])
+    if isinstance(net_config, NetworkSpec):
+        cfg = net_config.model_dump()
+    else:
+        raw = copy.deepcopy(dict(net_config or {}))
+        encoder = raw.get("encoder_config")
+        arch = (encoder or {}).get("arch") or raw.get("arch")
+        if arch is not None and arch not in ENCODER_ARCHS:
+            raise ValueError(
+                f"Unknown encoder arch {arch!r}; choose one of {', '.join(ENCODER_ARCHS)}"
+            )
+        try:
+            cfg = NetworkSpec.model_validate(raw).model_dump()
+        except ValidationError as exc:
+            raise ValueError(f"Invalid network config: {exc}") from None
+    encoder = cfg.get("encoder_config") or {"arch": infer_arch(observation_space)}
+    arch = encoder["arch"]
+    encoder = _dump(_ENCODER_SPECS[arch], encoder)
     if arch == "multiinput":
-        for sub in ("mlp_config", "cnn_config"):
-            encoder[sub] = {**defaults[sub], **(encoder.get(sub) or {})}
-    encoder = {**defaults, **encoder, "arch": arch}
-    head = {**copy.deepcopy(DEFAULT_HEAD_CONFIG), **(cfg.get("head_config") or {})}
-    for section in (
-        encoder,
-        head,
-        encoder.get("mlp_config") or {},
-        encoder.get("cnn_config") or {},
-    ):
-        check_activation(section.get("activation"))
-        check_activation(section.get("output_activation"))
-    cfg.update(
-        {
-            "latent_dim": int(cfg.get("latent_dim") or 32),
-            "min_latent_dim": int(cfg.get("min_latent_dim") or 8),
-            "max_latent_dim": int(cfg.get("max_latent_dim") or 128),
-            "encoder_config": encoder,
-            "head_config": head,
-            "squash_output": bool(cfg.get("squash_output", False)),
-        }
-    )
+        encoder["mlp_config"] = _dump(MlpSpec, encoder.get("mlp_config"))
+        encoder["cnn_config"] = _dump(CnnSpec, encoder.get("cnn_config"))
+    head = _dump(MlpSpec, cfg.get("head_config"))
+    head.pop("arch", None)
+    cfg.update(encoder_config=encoder, head_config=head)
     return cfg
 
 

@@ -18,6 +18,7 @@ from gymnasium import spaces
 from torch import nn
 
 from agilerl.networks.config import build_encoder, resolve_net_config
+from agilerl.networks.fastgrad import GradTape, run
 from agilerl.networks.heads import build_head, seeded
 from agilerl.networks.spaces import ObsTensor, space_from_dict, space_to_dict
 
@@ -117,12 +118,12 @@ class DeterministicActor(nn.Module):
                 self.encoder.latent_dim, self.action_dim, head_config, _gain(head_config)
             )
 
-    def forward(self, obs: ObsTensor) -> torch.Tensor:
-        """Normalised actions ``[B, action_dim]`` for an observation batch."""
-        latent = self.encoder.forward(obs)
+    def forward(self, obs: ObsTensor, tape: GradTape | None = None) -> torch.Tensor:
+        """Normalised actions ``[B, action_dim]`` (sub-modules through ``tape``, if given)."""
+        latent = run(self.encoder, obs, tape)
         if self.detach_encoder:
             latent = latent.detach()
-        return self.head.forward(latent)
+        return run(self.head, latent, tape)
 
     def to_env_action(self, action: np.ndarray) -> np.ndarray:
         """Map normalised numpy actions ``[B, action_dim]`` to env actions (clipped to bounds)."""
@@ -199,10 +200,30 @@ class ContinuousQNetwork(nn.Module):
                 self.encoder.latent_dim + self.action_dim, 1, head_config, _gain(head_config)
             )
 
-    def forward(self, obs: ObsTensor, action: torch.Tensor) -> torch.Tensor:
-        """``Q(obs, action)`` of shape ``[B]`` (``action`` normalised, ``[B, action_dim]``)."""
-        latent = self.encoder.forward(obs)
-        return self.head.forward(torch.cat([latent, action], dim=-1)).squeeze(-1)
+    def forward(
+        self,
+        obs: ObsTensor,
+        action: torch.Tensor,
+        tape: GradTape | None = None,
+        params: bool = True,
+    ) -> torch.Tensor:
+        """``Q(obs, action)`` of shape ``[B]`` (``action`` normalised, ``[B, action_dim]``).
+
+        Args:
+            obs: Observation batch.
+            action: Normalised actions.
+            tape: Runs the sub-modules (see :mod:`agilerl.networks.fastgrad`).
+            params: With a tape, whether this call's parameter gradients are wanted.
+        """
+        if tape is None:
+            latent = self.encoder.forward(obs)
+            return self.head.forward(torch.cat([latent, action], dim=-1)).squeeze(-1)
+        if params:
+            latent = tape(self.encoder, obs)
+        else:
+            with torch.no_grad():  # the observation carries no gradient
+                latent = self.encoder.forward(obs)
+        return tape(self.head, latent, action, params=params).squeeze(-1)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ContinuousQNetwork:

@@ -8,6 +8,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from agilerl.arena.models.networks import CnnSpec, MlpSpec
 from agilerl.networks.cnn import EvolvableCNN
 from agilerl.networks.mlp import HIDDEN_GAIN, MLP, make_flattener
 from agilerl.networks.spaces import (
@@ -18,21 +19,11 @@ from agilerl.networks.spaces import (
     space_to_dict,
 )
 
+# Defaults of the sub-encoders come from the contract's specs (one source of truth).
 DEFAULT_SUB_MLP: dict[str, Any] = {
-    "hidden_size": [64],
-    "activation": "ReLU",
-    "output_activation": None,
-    "layer_norm": True,
-    "init_layers": True,
+    k: v for k, v in MlpSpec().model_dump().items() if k not in ("arch", "output_vanish")
 }
-DEFAULT_SUB_CNN: dict[str, Any] = {
-    "channel_size": [32, 32],
-    "kernel_size": [3, 3],
-    "stride_size": [1, 1],
-    "activation": "ReLU",
-    "layer_norm": False,
-    "init_layers": True,
-}
+DEFAULT_SUB_CNN: dict[str, Any] = {k: v for k, v in CnnSpec().model_dump().items() if k != "arch"}
 
 
 class EvolvableMultiInput(nn.Module):

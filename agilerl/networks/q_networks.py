@@ -18,6 +18,7 @@ from torch import nn
 
 from agilerl.networks.activations import activation_fn, make_activation
 from agilerl.networks.config import build_encoder, resolve_net_config
+from agilerl.networks.fastgrad import GradTape, run
 from agilerl.networks.heads import build_head, seeded
 from agilerl.networks.spaces import ObsTensor, space_from_dict, space_to_dict
 
@@ -83,9 +84,9 @@ class QNetwork(nn.Module):
                 self.encoder.latent_dim, self.num_actions, head_config, _output_gain(head_config)
             )
 
-    def forward(self, obs: ObsTensor) -> torch.Tensor:
-        """``Q(obs, .)`` of shape ``[B, num_actions]``."""
-        return self.head.forward(self.encoder.forward(obs))
+    def forward(self, obs: ObsTensor, tape: GradTape | None = None) -> torch.Tensor:
+        """``Q(obs, .)`` of shape ``[B, num_actions]`` (sub-modules through ``tape``, if given)."""
+        return run(self.head, run(self.encoder, obs, tape), tape)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> QNetwork:
@@ -310,11 +311,14 @@ class RainbowQNetwork(nn.Module):
             persistent=False,
         )
 
-    def logits(self, obs: ObsTensor, noise: bool = True) -> torch.Tensor:
-        """Dueling atom logits ``[B, n, atoms]``."""
-        latent = self.encoder.forward(obs)
-        value = self.value.forward(latent, noise).unsqueeze(1)
-        adv = self.advantage.forward(latent, noise).view(-1, self.num_actions, self.num_atoms)
+    def logits(
+        self, obs: ObsTensor, noise: bool = True, tape: GradTape | None = None
+    ) -> torch.Tensor:
+        """Dueling atom logits ``[B, n, atoms]`` (sub-modules through ``tape``, if given)."""
+        latent = run(self.encoder, obs, tape)
+        value = run(self.value, latent, tape, noise=noise).unsqueeze(1)
+        adv = run(self.advantage, latent, tape, noise=noise)
+        adv = adv.view(-1, self.num_actions, self.num_atoms)
         return value + adv - adv.mean(dim=1, keepdim=True)
 
     def forward(self, obs: ObsTensor, noise: bool = True, log: bool = False) -> torch.Tensor:
@@ -322,9 +326,11 @@ class RainbowQNetwork(nn.Module):
         logits = self.logits(obs, noise)
         return F.log_softmax(logits, dim=-1) if log else F.softmax(logits, dim=-1)
 
-    def q_values(self, obs: ObsTensor, noise: bool = True) -> torch.Tensor:
+    def q_values(
+        self, obs: ObsTensor, noise: bool = True, tape: GradTape | None = None
+    ) -> torch.Tensor:
         """Expected values ``[B, n]`` of the distributions."""
-        return self.forward(obs, noise) @ self.support
+        return F.softmax(self.logits(obs, noise, tape), dim=-1) @ self.support
 
     def reset_noise(self) -> None:
         """Draw new noise for every noisy layer (one random draw for the whole head)."""

@@ -8,12 +8,18 @@ from agilerl.arena.models.algorithms import (
     MultiAgentAlgorithmSpec,
     SingleAgentAlgorithmSpec,
 )
-from agilerl.strategies.base import TrainingLoop, TrainingStrategy, resolve_loop
+from agilerl.strategies.bandit import BanditStrategy
+from agilerl.strategies.base import (
+    EnvSetup,
+    PopulationRuntime,
+    TrainingLoop,
+    TrainingStrategy,
+    resolve_loop,
+)
 from agilerl.strategies.llm import LLMDatasetStrategy, LLMRolloutStrategy, LLMStrategy
 from agilerl.strategies.multi_agent import MultiAgentOffPolicyStrategy, MultiAgentOnPolicyStrategy
+from agilerl.strategies.offline import OfflineStrategy
 from agilerl.strategies.single_agent import (
-    BanditStrategy,
-    OfflineStrategy,
     SingleAgentOffPolicyStrategy,
     SingleAgentOnPolicyStrategy,
 )
@@ -40,23 +46,35 @@ def select_strategy(spec: AlgorithmSpec) -> TrainingStrategy:
         TypeError: If ``spec`` is not one of the contract's algorithm specs.
         KeyError: If an LLM spec's ``env_type`` has no strategy.
     """
-    if isinstance(spec, LLMAlgorithmSpec):
+    return strategy_for(type(spec))
+
+
+def strategy_for(spec_cls: type) -> TrainingStrategy:
+    """The strategy of a spec class (its paradigm flags are class-level).
+
+    Raises:
+        TypeError: If ``spec_cls`` is not one of the contract's algorithm specs.
+        KeyError: If an LLM spec's ``env_type`` has no strategy.
+    """
+    if not isinstance(spec_cls, type):
+        raise TypeError(f"{spec_cls!r} is not an algorithm spec class")
+    if issubclass(spec_cls, LLMAlgorithmSpec):
         try:
-            return _LLM_BY_ENV_TYPE[str(spec.env_type)]
+            return _LLM_BY_ENV_TYPE[str(spec_cls.env_type)]
         except KeyError:
             raise KeyError(
-                f"No training strategy for LLM env_type {spec.env_type!r} "
-                f"({type(spec).__name__}); expected rollout or dataset"
+                f"No training strategy for LLM env_type {spec_cls.env_type!r} "
+                f"({spec_cls.__name__}); expected rollout or dataset"
             ) from None
-    if isinstance(spec, MultiAgentAlgorithmSpec):
-        return MULTI_AGENT_OFF_POLICY if spec.off_policy else MULTI_AGENT_ON_POLICY
-    if isinstance(spec, SingleAgentAlgorithmSpec):
-        if spec.bandit:
+    if issubclass(spec_cls, MultiAgentAlgorithmSpec):
+        return MULTI_AGENT_OFF_POLICY if spec_cls.off_policy else MULTI_AGENT_ON_POLICY
+    if issubclass(spec_cls, SingleAgentAlgorithmSpec):
+        if spec_cls.bandit:
             return BANDIT
-        if spec.offline:
+        if spec_cls.offline:
             return OFFLINE
-        return SINGLE_AGENT_OFF_POLICY if spec.off_policy else SINGLE_AGENT_ON_POLICY
-    raise TypeError(f"{type(spec).__name__} is not an algorithm spec")
+        return SINGLE_AGENT_OFF_POLICY if spec_cls.off_policy else SINGLE_AGENT_ON_POLICY
+    raise TypeError(f"{spec_cls.__name__} is not an algorithm spec")
 
 
 __all__ = [
@@ -69,16 +87,19 @@ __all__ = [
     "SINGLE_AGENT_OFF_POLICY",
     "SINGLE_AGENT_ON_POLICY",
     "BanditStrategy",
+    "EnvSetup",
     "LLMDatasetStrategy",
     "LLMRolloutStrategy",
     "LLMStrategy",
     "MultiAgentOffPolicyStrategy",
     "MultiAgentOnPolicyStrategy",
     "OfflineStrategy",
+    "PopulationRuntime",
     "SingleAgentOffPolicyStrategy",
     "SingleAgentOnPolicyStrategy",
     "TrainingLoop",
     "TrainingStrategy",
     "resolve_loop",
     "select_strategy",
+    "strategy_for",
 ]

@@ -1,15 +1,27 @@
-"""The strategy base: which training loop a paradigm uses and what extra arguments it takes."""
+"""The strategy base: a paradigm's plug-in into the trainer.
+
+A strategy says, for its paradigm, how the envs are made (:meth:`make_envs`),
+how the population is built (:meth:`build_population`), which loop trains it
+(:meth:`get_training_loop`) and what that loop takes (:meth:`loop_kwargs`).
+The trainer calls these and nothing paradigm-specific, so a new paradigm is a
+new strategy (and builder), not an edit to the trainer or another paradigm.
+"""
 
 from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from agilerl.arena.models.algorithms import AlgorithmSpec
 from agilerl.arena.models.env import EnvSpecBase
+from agilerl.arena.models.errors import ConfigError
 from agilerl.arena.models.training import TrainingSpec
+
+if TYPE_CHECKING:
+    from agilerl.arena.models.manifest import TrainingManifest
 
 TrainingLoop = Callable[..., Any]
 """A training loop: ``loop(population, env, ..., **trainer_kwargs) -> (population, fitnesses)``."""
@@ -37,16 +49,57 @@ def resolve_loop(path: str) -> TrainingLoop:
         raise NotImplementedError(f"training loop {path} is not available") from None
 
 
+@dataclass
+class EnvSetup:
+    """The envs a paradigm trains in, as its loop takes them.
+
+    Attributes:
+        env: The training env of population slot 0 (the loop's ``env``).
+        factory: ``factory(seed=, num_envs=)`` making more such envs (other slots,
+            evaluation); the loop's ``env_factory``.
+        observation_space: What one agent observes (a mapping per agent for
+            multi-agent paradigms).
+        action_space: What one agent acts in (likewise).
+        seed: The run's seed (seeds the replay memories' sampling too).
+    """
+
+    env: Any
+    factory: Callable[..., Any] | None
+    observation_space: Any
+    action_space: Any
+    seed: int = 0
+
+    def close(self) -> None:
+        """Close :attr:`env` (the loop closes the envs it made)."""
+        close = getattr(self.env, "close", None)
+        if callable(close):
+            close()
+
+
+@dataclass(frozen=True)
+class PopulationRuntime:
+    """Run-time inputs of :meth:`TrainingStrategy.build_population`."""
+
+    pop_size: int
+    seed: int
+    device: str
+    total_steps: int
+
+
 class TrainingStrategy(ABC):
     """Paradigm-keyed run-time orchestration for an algorithm spec.
 
     Subclasses set ``default_loop`` and implement :meth:`get_trainer_kwargs`;
     a paradigm with more than one loop overrides :meth:`get_training_loop`.
+    A paradigm that trains also implements :meth:`make_envs`; until it does,
+    :meth:`unavailable_reason` says so and the trainer refuses it cleanly.
     """
 
     default_loop: ClassVar[str | TrainingLoop | None] = None
+    paradigm: ClassVar[str] = ""
+    """Label shown by ``agilerl algorithms``."""
 
-    def get_training_loop(self, spec: AlgorithmSpec) -> TrainingLoop:
+    def get_training_loop(self, spec: AlgorithmSpec | None = None) -> TrainingLoop:
         """Select the training loop for ``spec``.
 
         Raises:
@@ -58,6 +111,92 @@ class TrainingStrategy(ABC):
                 f"{type(self).__name__} must set default_loop or override get_training_loop"
             )
         return resolve_loop(loop) if isinstance(loop, str) else loop
+
+    @property
+    def loop_name(self) -> str:
+        """The loop's function name (for listings), without importing it."""
+        loop = self.default_loop
+        if loop is None:
+            return ""
+        return loop.rpartition(":")[2] if isinstance(loop, str) else loop.__name__
+
+    def unavailable_reason(self, spec: AlgorithmSpec | None = None) -> str | None:
+        """Why this paradigm cannot train in this version, or ``None`` if it can.
+
+        A paradigm trains once its loop imports and it makes its envs; both are
+        read from the code, so the answer changes when the paradigm lands. With
+        a ``spec``, its algorithm class is asked too (it may refuse settings it
+        cannot run yet, e.g. a recurrent policy).
+        """
+        label = self.paradigm or type(self).__name__
+        if type(self).make_envs is TrainingStrategy.make_envs:
+            return f"{label} training is not available in this version yet"
+        try:
+            self.get_training_loop(spec)
+        except NotImplementedError as exc:
+            return f"{label} training is not available in this version yet ({exc})"
+        if spec is not None:
+            from agilerl.builders import select_builder
+
+            try:
+                algo_cls = select_builder(spec).algo_class(spec)
+            except (AttributeError, TypeError) as exc:
+                return f"{label} training is not available in this version yet ({exc})"
+            return algo_cls.unsupported_reason(spec)
+        return None
+
+    @property
+    def trainable(self) -> bool:
+        """Whether this paradigm trains in this version."""
+        return self.unavailable_reason() is None
+
+    def make_envs(self, manifest: TrainingManifest, *, seed: int) -> EnvSetup:
+        """Make the envs this paradigm trains in.
+
+        Raises:
+            NotImplementedError: Until the paradigm provides its envs.
+        """
+        raise NotImplementedError(f"{type(self).__name__} makes no envs in this version")
+
+    def build_population(
+        self, spec: AlgorithmSpec, builder: Any, envs: EnvSetup, runtime: PopulationRuntime
+    ) -> list[Any]:
+        """``pop_size`` agents from the paradigm's builder, each seeded by its index.
+
+        Raises:
+            ConfigError: If the agents cannot act in these envs, or the algorithm does
+                not implement what the spec asks for (``NotImplementedError``).
+        """
+        from agilerl.builders import AlgorithmBuildRuntime
+
+        population = []
+        for index in range(runtime.pop_size):
+            _seed_torch(runtime.seed * 1000 + index)
+            try:
+                agent = builder.build(
+                    spec,
+                    envs.observation_space,
+                    envs.action_space,
+                    runtime=AlgorithmBuildRuntime(
+                        index=index, device=runtime.device, total_steps=runtime.total_steps
+                    ),
+                )
+            except NotImplementedError as exc:
+                raise ConfigError(f"algorithm: {spec.name}: {exc}") from None
+            population.append(agent)
+        return population
+
+    def loop_kwargs(
+        self, spec: AlgorithmSpec, manifest: TrainingManifest, envs: EnvSetup, *, device: str
+    ) -> dict[str, Any]:
+        """Every keyword argument the loop takes besides population, envs and run.
+
+        The default is :meth:`get_trainer_kwargs`; a paradigm with more inputs
+        (replay memories) makes them here.
+        """
+        return self.get_trainer_kwargs(
+            spec, training=manifest.training, env_spec=manifest.environment
+        )
 
     @abstractmethod
     def get_trainer_kwargs(
@@ -78,6 +217,12 @@ class TrainingStrategy(ABC):
             memory: Replay buffer instance.
             n_step_memory: N-step replay buffer for combined PER + n-step setups.
         """
+
+
+def _seed_torch(seed: int) -> None:
+    import torch
+
+    torch.manual_seed(seed)
 
 
 def rl_trainer_kwargs(

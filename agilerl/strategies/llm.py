@@ -72,6 +72,7 @@ class LLMRolloutStrategy(LLMStrategy):
     One loop for every rollout regime: single-turn reasoning is ``max_turns=1``.
     """
 
+    paradigm: ClassVar[str] = "LLM rollout"
     default_loop: ClassVar[str | TrainingLoop | None] = (
         "agilerl.training.llm.train_llm_rollout:train_llm_rollout"
     )
@@ -83,7 +84,25 @@ class LLMDatasetStrategy(LLMStrategy):
     One loop for both objectives; the env's objective picks the loss.
     """
 
+    paradigm: ClassVar[str] = "LLM dataset"
     takes_epochs: ClassVar[bool] = True
     default_loop: ClassVar[str | TrainingLoop | None] = (
         "agilerl.training.llm.train_llm_dataset:train_llm_dataset"
     )
+
+    def get_trainer_kwargs(
+        self,
+        spec: AlgorithmSpec,
+        *,
+        training: TrainingSpec,
+        env_spec: EnvSpecBase,
+        memory: Any = None,
+        n_step_memory: Any = None,
+    ) -> dict[str, Any]:
+        """The shared LLM kwargs plus checkpoint export and the adapter-population HPO switch."""
+        kwargs = super().get_trainer_kwargs(
+            spec, training=training, env_spec=env_spec, memory=memory, n_step_memory=n_step_memory
+        )
+        kwargs["checkpoint_export"] = training.effective_checkpoint_export()
+        kwargs["hpo"] = training.hpo
+        return kwargs

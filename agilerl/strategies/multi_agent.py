@@ -18,6 +18,7 @@ def _sum_scores(training: TrainingSpec) -> bool:
 class MultiAgentOnPolicyStrategy(TrainingStrategy):
     """On-policy multi-agent training (IPPO)."""
 
+    paradigm: ClassVar[str] = "multi-agent on-policy"
     default_loop: ClassVar[str | TrainingLoop | None] = (
         "agilerl.training.train_multi_agent_on_policy:train_multi_agent_on_policy"
     )
@@ -38,6 +39,7 @@ class MultiAgentOnPolicyStrategy(TrainingStrategy):
 class MultiAgentOffPolicyStrategy(TrainingStrategy):
     """Off-policy multi-agent training (MADDPG, MATD3)."""
 
+    paradigm: ClassVar[str] = "multi-agent off-policy"
     default_loop: ClassVar[str | TrainingLoop | None] = (
         "agilerl.training.train_multi_agent_off_policy:train_multi_agent_off_policy"
     )

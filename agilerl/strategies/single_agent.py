@@ -1,13 +1,24 @@
-"""Strategies for single-agent RL: on-policy, off-policy, offline and bandits."""
+"""Strategies for single-agent RL on gymnasium vector envs: on-policy and off-policy."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import warnings
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from agilerl.arena.models.algorithms import AlgorithmSpec
 from agilerl.arena.models.env import EnvSpecBase
-from agilerl.arena.models.training import TrainingSpec
-from agilerl.strategies.base import TrainingLoop, TrainingStrategy, rl_trainer_kwargs
+from agilerl.arena.models.errors import ConfigError
+from agilerl.arena.models.training import ReplayBufferSpec, TrainingSpec
+from agilerl.strategies.base import (
+    EnvSetup,
+    PopulationRuntime,
+    TrainingLoop,
+    TrainingStrategy,
+    rl_trainer_kwargs,
+)
+
+if TYPE_CHECKING:
+    from agilerl.arena.models.manifest import TrainingManifest
 
 
 def _off_policy_extras(training: TrainingSpec, memory: Any, n_step_memory: Any) -> dict[str, Any]:
@@ -20,9 +31,56 @@ def _off_policy_extras(training: TrainingSpec, memory: Any, n_step_memory: Any) 
     return extras
 
 
-class SingleAgentOnPolicyStrategy(TrainingStrategy):
+class GymVectorEnvStrategy(TrainingStrategy):
+    """Single-agent paradigms trained on gymnasium vector envs."""
+
+    def make_envs(self, manifest: TrainingManifest, *, seed: int) -> EnvSetup:
+        """A vector env of ``environment.num_envs`` copies and a factory for more.
+
+        Raises:
+            ConfigError: If the environment is not a gymnasium env, or its id is unknown.
+        """
+        from agilerl.envs.gym import make_vector_env
+
+        env_spec = manifest.environment
+        if not hasattr(env_spec, "sync"):
+            raise ConfigError(
+                f"environment: {manifest.algorithm.name} trains on a gymnasium env, not a "
+                f"{env_spec.env_type} env"
+            )
+
+        def factory(seed: int | None = None, num_envs: int | None = None) -> Any:
+            return make_vector_env(env_spec, num_envs, seed=seed)
+
+        env = factory(seed=seed)
+        return EnvSetup(
+            env, factory, env.single_observation_space, env.single_action_space, seed=seed
+        )
+
+    def build_population(
+        self, spec: AlgorithmSpec, builder: Any, envs: EnvSetup, runtime: PopulationRuntime
+    ) -> list[Any]:
+        """Check the action space fits the algorithm, then build the agents.
+
+        Raises:
+            ConfigError: If the algorithm cannot act in the env's action space.
+        """
+        from agilerl.envs.gym import action_space_kind
+
+        kind = action_space_kind(envs.action_space)
+        if kind not in spec.action_space_kinds:
+            raise ConfigError(
+                f"environment.name: {spec.name} cannot act in this env: it needs a "
+                f"{' or '.join(sorted(spec.action_space_kinds))} action space, the env "
+                f"has {envs.action_space}"
+            )
+        return super().build_population(spec, builder, envs, runtime)
+
+
+class SingleAgentOnPolicyStrategy(GymVectorEnvStrategy):
     """On-policy single-agent training (PPO)."""
 
+    paradigm: ClassVar[str] = "on-policy"
     default_loop: ClassVar[str | TrainingLoop | None] = (
         "agilerl.training.train_on_policy:train_on_policy"
     )
@@ -40,12 +98,67 @@ class SingleAgentOnPolicyStrategy(TrainingStrategy):
         return rl_trainer_kwargs(spec, training, env_spec)
 
 
-class SingleAgentOffPolicyStrategy(TrainingStrategy):
+def make_memories(
+    spec: AlgorithmSpec, manifest: TrainingManifest, envs: EnvSetup, *, device: str
+) -> tuple[Any, Any]:
+    """Replay memory (and n-step memory) for the population.
+
+    The population shares one memory unless ``training.experience_sharing``
+    is false, which gives every agent its own (then both are lists).
+
+    Raises:
+        ConfigError: If the buffer does not fit in memory.
+    """
+    from agilerl.components.memory import InsufficientMemoryError
+    from agilerl.models.training import init_buffer, init_n_step_buffer
+
+    buffer_spec = manifest.replay_buffer
+    if buffer_spec is None:
+        warnings.warn(
+            f"{spec.name} has no replay_buffer section: using max_size "
+            f"{ReplayBufferSpec().max_size} (choose one with replay_buffer=standard)",
+            UserWarning,
+            stacklevel=3,
+        )
+        buffer_spec = ReplayBufferSpec()
+    training = manifest.training
+    copies = 1 if training.experience_sharing is not False else training.pop_size
+    spaces = {"observation_space": envs.observation_space, "action_space": envs.action_space}
+    try:
+        # Seeded sampling generators: the same seed gives the same run (issue 10, case 27).
+        seeds = [envs.seed * 1000 + 500 + copy for copy in range(copies)]
+        mains = [init_buffer(buffer_spec, spec, device, seed=s, **spaces) for s in seeds]
+        n_steps = [init_n_step_buffer(buffer_spec, spec, device, seed=s, **spaces) for s in seeds]
+    except InsufficientMemoryError as exc:
+        raise ConfigError(f"replay_buffer.max_size: {exc}") from None
+    if copies == 1:
+        return mains[0], n_steps[0]
+    return mains, (n_steps if n_steps[0] is not None else None)
+
+
+class SingleAgentOffPolicyStrategy(GymVectorEnvStrategy):
     """Off-policy single-agent training (DQN, Rainbow DQN, DDPG, TD3)."""
 
+    paradigm: ClassVar[str] = "off-policy"
     default_loop: ClassVar[str | TrainingLoop | None] = (
         "agilerl.training.train_off_policy:train_off_policy"
     )
+
+    def loop_kwargs(
+        self, spec: AlgorithmSpec, manifest: TrainingManifest, envs: EnvSetup, *, device: str
+    ) -> dict[str, Any]:
+        """The trainer kwargs with the replay memories and whether checkpoints store them."""
+        memory, n_step_memory = make_memories(spec, manifest, envs, device=device)
+        kwargs = self.get_trainer_kwargs(
+            spec,
+            training=manifest.training,
+            env_spec=manifest.environment,
+            memory=memory,
+            n_step_memory=n_step_memory,
+        )
+        buffer_spec = manifest.replay_buffer or ReplayBufferSpec()
+        kwargs["save_memory"] = buffer_spec.store_in_checkpoint
+        return kwargs
 
     def get_trainer_kwargs(
         self,
@@ -60,52 +173,4 @@ class SingleAgentOffPolicyStrategy(TrainingStrategy):
         return {
             **rl_trainer_kwargs(spec, training, env_spec),
             **_off_policy_extras(training, memory, n_step_memory),
-        }
-
-
-class OfflineStrategy(TrainingStrategy):
-    """Offline training from a fixed dataset (CQN)."""
-
-    default_loop: ClassVar[str | TrainingLoop | None] = (
-        "agilerl.training.train_offline:train_offline"
-    )
-
-    def get_trainer_kwargs(
-        self,
-        spec: AlgorithmSpec,
-        *,
-        training: TrainingSpec,
-        env_spec: EnvSpecBase,
-        memory: Any = None,
-        n_step_memory: Any = None,
-    ) -> dict[str, Any]:
-        """Shared RL kwargs plus memory and the dataset source."""
-        kwargs = {**rl_trainer_kwargs(spec, training, env_spec), "memory": memory}
-        kwargs["minari_dataset_id"] = getattr(env_spec, "minari_dataset_id", None)
-        kwargs["remote"] = getattr(env_spec, "remote", False)
-        kwargs["dataset_path"] = getattr(env_spec, "dataset_path", None)
-        return kwargs
-
-
-class BanditStrategy(TrainingStrategy):
-    """Contextual bandit training (NeuralTS, NeuralUCB)."""
-
-    default_loop: ClassVar[str | TrainingLoop | None] = (
-        "agilerl.training.train_bandits:train_bandits"
-    )
-
-    def get_trainer_kwargs(
-        self,
-        spec: AlgorithmSpec,
-        *,
-        training: TrainingSpec,
-        env_spec: EnvSpecBase,
-        memory: Any = None,
-        n_step_memory: Any = None,
-    ) -> dict[str, Any]:
-        """Shared RL kwargs plus memory and episode_steps."""
-        return {
-            **rl_trainer_kwargs(spec, training, env_spec),
-            "memory": memory,
-            "episode_steps": training.episode_steps or 500,
         }

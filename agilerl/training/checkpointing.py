@@ -3,8 +3,13 @@
 Layout under ``<run dir>/checkpoints/``::
 
     step_000012288/agent_0.pt ...   every agent's state (weights, optimisers, hyperparameters)
-    step_000012288/state.pt         loop state: counters, fitness history, RNG states
+    step_000012288/state.pt         loop state (:class:`ResumeState`): counters, RNG states
+    step_000012288/memory.pt        replay memories, when the manifest stores them
     latest                          name of the newest complete checkpoint directory
+
+This module is the one writer of checkpoint files: :func:`write_agent_file`
+writes an agent's state (with its checksum) for the population checkpoints
+and for a single agent's ``save_checkpoint`` alike.
 
 A checkpoint directory is written under a temporary name and renamed when
 complete; ``latest`` is replaced atomically after that, and only then is an
@@ -17,11 +22,14 @@ back to the previous complete one, with a warning.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import re
 import shutil
 import warnings
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +47,95 @@ def _order(path: Path) -> tuple[int, int]:
     match = _NAME.match(path.name)
     assert match is not None
     return int(match.group(1)), int(match.group(2) or 0)
+
+
+@dataclass
+class ResumeState:
+    """What a resumed run needs besides the agents: the loop's counters and RNG states.
+
+    Attributes:
+        generation: Evaluations done.
+        total_steps: Env steps of the whole population.
+        wall_seconds: Wall time spent so far.
+        solved_at_step: Total steps when the target was first reached.
+        best_fitness: Best finite evaluation so far.
+        next_checkpoint: Total steps at which the next checkpoint is due.
+        wandb_id: The wandb run to continue.
+        seed: The run's seed (a resumed run keeps it).
+        operators: Tournament and mutation states (evolutionary HPO).
+        epsilons: Each agent's exploration epsilon (epsilon-greedy loops).
+        rng: Python, numpy and torch RNG states (:func:`rng_state`).
+        extra: A paradigm loop's own plain state (e.g. the bandit loop's regret curves).
+        memory: Replay memories' states (from ``memory.pt``; never in ``state.pt``).
+    """
+
+    generation: int = 0
+    total_steps: int = 0
+    wall_seconds: float = 0.0
+    solved_at_step: int | None = None
+    best_fitness: float | None = None
+    next_checkpoint: int | None = None
+    wandb_id: str | None = None
+    seed: int | None = None
+    operators: dict[str, Any] | None = None
+    epsilons: list[float] | None = None
+    rng: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    memory: list[dict[str, Any]] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for ``state.pt`` (the memories go to ``memory.pt``)."""
+        data = asdict(self)
+        data.pop("memory")
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: Path | str = "state.pt") -> ResumeState:
+        """Read what :meth:`to_dict` wrote.
+
+        Raises:
+            ConfigError: If ``data`` lacks the counters (a foreign or truncated file).
+        """
+        known = {f.name for f in fields(cls)}
+        if "total_steps" not in data:
+            raise ConfigError(f"checkpoint file {where} holds no loop state (total_steps)")
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def state_digest(value: Any, h: Any = None) -> str:
+    """Deterministic SHA-256 over nested dicts/lists/tensors/scalars (the checkpoint checksum)."""
+    top = h is None
+    h = hashlib.sha256() if top else h
+    if isinstance(value, torch.Tensor):
+        t = value.detach().cpu().contiguous()
+        h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    elif isinstance(value, Mapping):
+        h.update(b"D")
+        for key in sorted(value, key=repr):
+            h.update(repr(key).encode())
+            state_digest(value[key], h)
+    elif isinstance(value, list | tuple):
+        h.update(f"L{len(value)}".encode())
+        for item in value:
+            state_digest(item, h)
+    else:
+        h.update(repr(value).encode())
+    return h.hexdigest() if top else ""
+
+
+def write_agent_file(state: Mapping[str, Any], path: str | Path) -> None:
+    """Write an agent's ``state_dict()`` with its checksum, atomically.
+
+    The one writer of agent checkpoint files: the population checkpoints and
+    an algorithm's ``save_checkpoint`` both come here, so there is one format.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = dict(state)
+    data.pop("checksum", None)
+    data["checksum"] = state_digest(data)
+    atomic_torch_save(data, path)
 
 
 def rng_state() -> dict[str, Any]:
@@ -86,16 +183,16 @@ class CheckpointManager:
         self,
         step: int,
         agent_states: list[dict[str, Any]],
-        loop_state: dict[str, Any],
-        extra_files: dict[str, dict[str, Any]] | None = None,
+        state: ResumeState,
+        memories: list[dict[str, Any]] | None = None,
     ) -> Path:
         """Write one complete checkpoint and point ``latest`` at it.
 
         Args:
             step: Env steps so far (names the directory).
             agent_states: One ``state_dict()`` per agent.
-            loop_state: Counters, histories and RNG states of the loop.
-            extra_files: More states to store beside them (e.g. ``memory.pt``).
+            state: The loop's counters; the RNG states are added here.
+            memories: Replay memories' states, stored in ``memory.pt``.
 
         Returns:
             The checkpoint directory.
@@ -111,11 +208,11 @@ class CheckpointManager:
         tmp = self.directory / f".tmp_{name}_{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        for index, state in enumerate(agent_states):
-            atomic_torch_save(state, tmp / f"agent_{index}.pt")
-        atomic_torch_save({**loop_state, "rng": rng_state()}, tmp / "state.pt")
-        for file_name, state in (extra_files or {}).items():
-            atomic_torch_save(state, tmp / file_name)
+        for index, agent_state in enumerate(agent_states):
+            write_agent_file(agent_state, tmp / f"agent_{index}.pt")
+        atomic_torch_save({**state.to_dict(), "rng": rng_state()}, tmp / "state.pt")
+        if memories is not None:
+            atomic_torch_save({"memories": memories}, tmp / "memory.pt")
         os.replace(tmp, final)
         atomic_write_text(self.directory / LATEST, name + "\n")
         same_step = [p for p in self.complete_dirs() if p != final and _order(p)[0] == step]
@@ -145,7 +242,7 @@ class CheckpointManager:
         path = self.directory / name
         return path if path.is_dir() else None
 
-    def load_latest(self) -> tuple[list[dict[str, Any]], dict[str, Any], Path]:
+    def load_latest(self) -> tuple[list[dict[str, Any]], ResumeState, Path]:
         """Read the newest checkpoint.
 
         Returns:
@@ -182,14 +279,30 @@ class CheckpointManager:
         raise first_error
 
     @staticmethod
-    def _load_dir(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any], Path]:
-        loop_state = load_file(path / "state.pt")
+    def _load_dir(path: Path) -> tuple[list[dict[str, Any]], ResumeState, Path]:
+        state = ResumeState.from_dict(load_file(path / "state.pt"), path / "state.pt")
         agents = sorted(path.glob("agent_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
         if not agents:
             raise ConfigError(f"checkpoint {path} holds no agent_*.pt files")
         if (path / "memory.pt").exists():
-            loop_state["memory"] = load_file(path / "memory.pt")["memories"]
-        return [load_file(p) for p in agents], loop_state, path
+            state.memory = load_file(path / "memory.pt")["memories"]
+        return [read_agent_file(p) for p in agents], state, path
+
+
+def read_agent_file(path: Path) -> dict[str, Any]:
+    """An agent file written by :func:`write_agent_file`, its checksum verified and removed.
+
+    Raises:
+        ConfigError: Naming the file, if it is missing, truncated or corrupt.
+    """
+    data = load_file(path)
+    checksum = data.pop("checksum", None)
+    if checksum is not None and checksum != state_digest(data):
+        raise ConfigError(
+            f"checkpoint file {path} is corrupt (checksum mismatch); "
+            "resume from an earlier checkpoint directory or start again"
+        )
+    return data
 
 
 def load_file(path: Path) -> dict[str, Any]:

@@ -13,6 +13,8 @@ import math
 import time
 from typing import Any
 
+from agilerl.training.checkpointing import ResumeState
+from agilerl.training.results import LoopResult
 from agilerl.training.run_context import RunContext, finite_or_none
 
 DISPLAY_EVERY = 2048
@@ -51,16 +53,18 @@ class PopulationLoop:
         self.target = target
         self.checkpoint_every = checkpoint_every
         self.label = label
-        state = run.resume_state or {}
-        self.env_steps: int = int(
-            state.get("total_steps", sum(int(agent.steps) for agent in population))
+        state = run.resume_state
+        self.env_steps: int = (
+            state.total_steps if state else sum(int(agent.steps) for agent in population)
         )
-        self.generation: int = int(state.get("generation", 0))
-        self.solved_at_step: int | None = state.get("solved_at_step")
-        self.best_fitness: float | None = state.get("best_fitness")
-        self.next_checkpoint: int | None = state.get(
-            "next_checkpoint", self._after(self.env_steps, checkpoint_every)
+        self.generation: int = state.generation if state else 0
+        self.solved_at_step: int | None = state.solved_at_step if state else None
+        self.best_fitness: float | None = state.best_fitness if state else None
+        self.next_checkpoint: int | None = (
+            state.next_checkpoint if state else self._after(self.env_steps, checkpoint_every)
         )
+        self.epsilons: list[float] | None = state.epsilons if state else None
+        """Exploration epsilons of an epsilon-greedy loop (checkpointed when set)."""
         self.status: str | None = None
         # A resumed run starts at its checkpoint: that step is already saved.
         self.last_checkpoint_step: int | None = self.env_steps if run.resume_state else None
@@ -155,6 +159,7 @@ class PopulationLoop:
                 self.solved_at_step = total
             self.status = "target_reached"
         self.finished()
+        self.run.last_result = self.result()
 
     def should_evolve(self) -> bool:
         """Evolve unless the run is over for good (a stopped run evolves, so resuming is exact)."""
@@ -230,51 +235,58 @@ class PopulationLoop:
             self.save_checkpoint()
             self.next_checkpoint = self._after(self.env_steps, self.checkpoint_every)
 
-    def loop_state(self) -> dict[str, Any]:
-        """What a resumed run needs besides the agents (plain data)."""
-        state = {
-            "generation": self.generation,
-            "total_steps": self.env_steps,
-            "solved_at_step": self.solved_at_step,
-            "best_fitness": finite_or_none(self.best_fitness),
-            "next_checkpoint": self.next_checkpoint,
-            "wall_seconds": self.run.elapsed(),
-            **{k: v for k, v in self.run.extra_state.items() if k != "summary"},
-        }
-        if self.run.operators_provider is not None:
-            state["operators"] = self.run.operators_provider()
-        return state
+    def loop_state(self) -> ResumeState:
+        """What a resumed run needs besides the agents."""
+        return ResumeState(
+            generation=self.generation,
+            total_steps=self.env_steps,
+            wall_seconds=self.run.elapsed(),
+            solved_at_step=self.solved_at_step,
+            best_fitness=finite_or_none(self.best_fitness),
+            next_checkpoint=self.next_checkpoint,
+            wandb_id=self.run.wandb_id,
+            seed=self.run.seed,
+            operators=self.run.operators_provider() if self.run.operators_provider else None,
+            epsilons=list(self.epsilons) if self.epsilons is not None else None,
+            extra=dict(self.run.extra_state),
+        )
 
     def save_checkpoint(self) -> None:
         """Checkpoint every agent and the loop state (if the run has a checkpoint manager)."""
         if self.run.checkpoints is None:
             return
-        extra = {}
-        if self.run.memory_provider is not None:
-            extra["memory.pt"] = {"memories": self.run.memory_provider()}
+        memories = self.run.memory_provider() if self.run.memory_provider is not None else None
         self.run.checkpoints.save(
             self.env_steps,
             [agent.state_dict() for agent in self.population],
             self.loop_state(),
-            extra_files=extra,
+            memories=memories,
         )
         self.last_checkpoint_step = self.env_steps
 
-    def finish(self) -> None:
-        """Final checkpoint and the summary the trainer writes."""
+    def result(self) -> LoopResult:
+        """The run's outcome so far."""
+        finals = [agent.fitness[-1] for agent in self.population if agent.fitness]
+        return LoopResult(
+            population=self.population,
+            fitnesses=[a.fitness[-1] if a.fitness else math.nan for a in self.population],
+            total_steps=self.env_steps,
+            best_fitness=finite_or_none(self.best_fitness),
+            final_fitness=finite_or_none(max(finals)) if finals else None,
+            solved_at_step=self.solved_at_step,
+            status=self.status or "completed",
+            wall_seconds=self.run.elapsed(),
+        )
+
+    def finish(self) -> LoopResult:
+        """Final checkpoint; returns the run's result."""
         self.finished()
         if self.abandoned:  # the partial generation is dropped: the run stands at its checkpoint
             self.env_steps = self.generation_start_steps
         elif self.last_checkpoint_step != self.env_steps:
             self.save_checkpoint()
-        finals = [agent.fitness[-1] for agent in self.population if agent.fitness]
-        self.run.extra_state["summary"] = {
-            "total_steps": self.env_steps,
-            "best_fitness": self.best_fitness,
-            "final_fitness": max(finals) if finals else None,
-            "solved_at_step": self.solved_at_step,
-            "status": self.status or "completed",
-        }
+        self.run.last_result = self.result()
+        return self.run.last_result
 
 
 def hyperparameters(agent: Any) -> dict[str, Any]:

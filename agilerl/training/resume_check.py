@@ -78,7 +78,8 @@ def prepare_resume(
 
     Returns:
         The agents' states and loop state to resume from (``None`` for a new
-        run), and the seed the run uses.
+        run) as a :class:`~agilerl.training.checkpointing.ResumeState`, and the
+        seed the run uses.
 
     Raises:
         ConfigError: A new run in a directory that holds checkpoints, a resume
@@ -106,7 +107,7 @@ def prepare_resume(
         raise ConfigError(
             f"checkpoint holds {len(agent_states)} agents but training.pop_size is {pop_size}"
         )
-    stored_seed = resume_state.get("seed")
+    stored_seed = resume_state.seed
     if seed is None:
         seed = 0 if stored_seed is None else int(stored_seed)
     elif stored_seed is not None and int(stored_seed) != seed:

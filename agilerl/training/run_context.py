@@ -13,7 +13,8 @@ from typing import Any
 from agilerl.logging.loggers import FanOut
 from agilerl.logging.progress import TrainingProgress
 from agilerl.logging.run_dir import RunDirectory
-from agilerl.training.checkpointing import CheckpointManager
+from agilerl.training.checkpointing import CheckpointManager, ResumeState
+from agilerl.training.results import LoopResult
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
 
@@ -33,9 +34,12 @@ class RunContext:
         max_wall_seconds: Stop after this much wall time (including time
             before a resume).
         resume_state: Loop state from the checkpoint being resumed.
+        extra_state: Plain data a paradigm's loop adds to its checkpointed state.
         elapsed_before: Wall seconds spent before this process (resume).
         stop_requested: Set by a signal handler; the loop checkpoints and stops.
-        extra_state: Plain data the loop adds to its checkpointed state.
+        wandb_id: The wandb run id, checkpointed so a resume continues that run.
+        last_result: The loop's result as of its latest evaluation, kept up to
+            date by the loop so a run that raises still reports its counters.
         memory_provider: Returns the replay memory's state for checkpoints
             (when the manifest asks to store it), else ``None``.
         operators_provider: Returns the selection and mutation operators' RNG
@@ -48,10 +52,12 @@ class RunContext:
     checkpoints: CheckpointManager | None = None
     seed: int = 0
     max_wall_seconds: float | None = None
-    resume_state: dict[str, Any] | None = None
+    resume_state: ResumeState | None = None
+    extra_state: dict[str, Any] = field(default_factory=dict)
     elapsed_before: float = 0.0
     stop_requested: str | None = None
-    extra_state: dict[str, Any] = field(default_factory=dict)
+    wandb_id: str | None = None
+    last_result: LoopResult | None = None
     memory_provider: Any = None
     operators_provider: Any = None
     started: float = field(default_factory=time.perf_counter)

@@ -10,6 +10,7 @@ import numpy as np
 from agilerl.training.evaluation import PopulationEnvs
 from agilerl.training.off_policy_memory import Memory
 from agilerl.training.population_loop import PopulationLoop
+from agilerl.training.results import LoopResult
 from agilerl.training.run_context import RunContext
 from agilerl.training.transitions import EpisodeTracker, real_next_obs
 
@@ -40,7 +41,7 @@ def train_off_policy(
     eval_env: Any = None,
     run: RunContext | None = None,
     save_memory: bool = False,
-) -> tuple[list[Any], list[float]]:
+) -> LoopResult:
     """Train a population of off-policy agents.
 
     Every vector step each agent acts (epsilon-greedy for DQN, noisy nets for
@@ -78,7 +79,7 @@ def train_off_policy(
         save_memory: Store the replay memory in checkpoints.
 
     Returns:
-        The population and each agent's last fitness.
+        The run's result; it unpacks as ``population, fitnesses``.
     """
     run = run or RunContext.ephemeral()
     envs = PopulationEnvs(
@@ -107,10 +108,10 @@ def train_off_policy(
         checkpoint_every=checkpoint,
         label=f"{algo} {env_name}".strip(),
     )
-    state = run.resume_state or {}
-    epsilons = list(state.get("epsilons", [eps_start] * len(population)))
-    if state.get("memory") is not None:
-        for mem, mem_state in zip(memories, state["memory"], strict=True):
+    state = run.resume_state
+    epsilons = list(loop.epsilons or [eps_start] * len(population))
+    if state is not None and state.memory is not None:
+        for mem, mem_state in zip(memories, state.memory, strict=True):
             mem.load_state_dict(mem_state)
     if save_memory:
         run.memory_provider = lambda: [m.state_dict() for m in memories]
@@ -168,7 +169,7 @@ def train_off_policy(
                         "memory_size": len(mem),
                     }
                 )
-            run.extra_state["epsilons"] = list(epsilons)
+            loop.epsilons = list(epsilons)
             fitness = envs.evaluate(loop.population, loop.generation)
             loop.end_generation(fitness, details)
             if tournament is not None and mutation is not None and loop.should_evolve():
@@ -176,8 +177,7 @@ def train_off_policy(
             loop.after_generation()
     finally:
         envs.close()
-    loop.finish()
-    return loop.population, [a.fitness[-1] if a.fitness else math.nan for a in loop.population]
+    return loop.finish()
 
 
 def _annealed_beta(beta0: float | None, steps: int, max_steps: int) -> float | None:

@@ -9,6 +9,7 @@ import numpy as np
 from agilerl.training.collect import collect_rollouts
 from agilerl.training.evaluation import PopulationEnvs
 from agilerl.training.population_loop import PopulationLoop
+from agilerl.training.results import LoopResult
 from agilerl.training.run_context import RunContext
 
 
@@ -31,7 +32,7 @@ def train_on_policy(
     env_factory: Any = None,
     eval_env: Any = None,
     run: RunContext | None = None,
-) -> tuple[list[Any], list[float]]:
+) -> LoopResult:
     """Train a population of on-policy agents side by side.
 
     Each agent collects ``learn_step`` env steps, learns, and repeats until it
@@ -62,7 +63,7 @@ def train_on_policy(
         run: Run directory, sinks, display and stop conditions.
 
     Returns:
-        The population and each agent's last fitness.
+        The run's result; it unpacks as ``population, fitnesses``.
     """
     run = run or RunContext.ephemeral()
     envs = PopulationEnvs(
@@ -126,8 +127,7 @@ def train_on_policy(
             loop.after_generation()
     finally:
         envs.close()
-    loop.finish()
-    return loop.population, [a.fitness[-1] if a.fitness else float("nan") for a in loop.population]
+    return loop.finish()
 
 
 def _mean_losses(losses: list[dict[str, float]]) -> dict[str, float]:

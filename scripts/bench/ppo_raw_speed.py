@@ -21,6 +21,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from agilerl.algorithms.ppo import PPO
+from agilerl.arena.models.algorithms.ppo import PPOSpec
 from agilerl.training.collect import collect_rollouts
 
 NET_CONFIG = {
@@ -31,7 +32,12 @@ NET_CONFIG = {
         "output_activation": "Tanh",
         "layer_norm": False,
     },
-    "head_config": {"hidden_size": [], "activation": "Tanh", "layer_norm": False},
+    "head_config": {
+        "hidden_size": [],
+        "min_hidden_layers": 0,
+        "activation": "Tanh",
+        "layer_norm": False,
+    },
 }
 
 
@@ -47,6 +53,7 @@ class AgileRLRunner:
             vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
         )
         self.agent = PPO(
+            PPOSpec(),
             self.env.single_observation_space,
             self.env.single_action_space,
             net_config=NET_CONFIG,

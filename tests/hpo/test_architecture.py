@@ -10,6 +10,10 @@ import torch
 from gymnasium import spaces
 
 from agilerl.algorithms import DQN, PPO, TD3, RainbowDQN
+from agilerl.arena.models.algorithms.dqn import DQNSpec
+from agilerl.arena.models.algorithms.ppo import PPOSpec
+from agilerl.arena.models.algorithms.rainbow_dqn import RainbowDQNSpec
+from agilerl.arena.models.algorithms.td3 import TD3Spec
 from agilerl.hpo.architecture import (
     edit_mlp,
     editable_sections,
@@ -182,16 +186,20 @@ def test_transfer_keeps_output_layer_when_depth_changes() -> None:
 
 # --- agent rebuilds -----------------------------------------------------------------------
 def _ppo(obs: spaces.Space = CARTPOLE_OBS, act: spaces.Space | None = None) -> PPO:
-    return PPO(obs, act or spaces.Discrete(2), net_config=NET, learn_step=32, batch_size=16)
+    return PPO(
+        PPOSpec(), obs, act or spaces.Discrete(2), net_config=NET, learn_step=32, batch_size=16
+    )
 
 
 def _agents() -> list:
     return [
         _ppo(),
         _ppo(PENDULUM_OBS, PENDULUM_ACT),
-        DQN(CARTPOLE_OBS, spaces.Discrete(2), net_config=NET),
-        TD3(PENDULUM_OBS, PENDULUM_ACT, net_config=NET),
-        RainbowDQN(CARTPOLE_OBS, spaces.Discrete(2), net_config=NET, num_atoms=11),
+        DQN(DQNSpec(), CARTPOLE_OBS, spaces.Discrete(2), net_config=NET),
+        TD3(TD3Spec(), PENDULUM_OBS, PENDULUM_ACT, net_config=NET),
+        RainbowDQN(
+            RainbowDQNSpec(), CARTPOLE_OBS, spaces.Discrete(2), net_config=NET, num_atoms=11
+        ),
     ]
 
 
@@ -238,7 +246,7 @@ def test_activation_rebuild_preserves_weights_exactly() -> None:
 
 
 def test_rebuild_seed_makes_fresh_weights_reproducible_without_touching_global_rng() -> None:
-    agent = DQN(CARTPOLE_OBS, spaces.Discrete(2), net_config=NET)
+    agent = DQN(DQNSpec(), CARTPOLE_OBS, spaces.Discrete(2), net_config=NET)
     cfg, _ = edit_mlp(agent.net_config, "encoder", "add_layer", np.random.default_rng(0))
     state = torch.random.get_rng_state()
     a = rebuild_agent(agent, cfg, seed=3)

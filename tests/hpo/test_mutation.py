@@ -20,6 +20,8 @@ from agilerl.algorithms import DQN, PPO, TD3, RainbowDQN
 from agilerl.arena.models.algorithms.ddpg import DDPGSpec
 from agilerl.arena.models.algorithms.dqn import DQNSpec
 from agilerl.arena.models.algorithms.ppo import PPOSpec
+from agilerl.arena.models.algorithms.rainbow_dqn import RainbowDQNSpec
+from agilerl.arena.models.algorithms.td3 import TD3Spec
 from agilerl.arena.models.hpo import MutationSpec
 from agilerl.hpo import Mutations
 from agilerl.hpo.architecture import mlp_bounds
@@ -97,25 +99,27 @@ def _ppo(env_id: str = "CartPole-v1", **kwargs: object) -> PPO:
     env = _env(env_id)
     settings_ = {"net_config": NET, "learn_step": 32, "batch_size": 16, "update_epochs": 1}
     settings_.update(kwargs)
-    return PPO(env.single_observation_space, env.single_action_space, num_envs=2, **settings_)
+    return PPO(
+        PPOSpec(), env.single_observation_space, env.single_action_space, num_envs=2, **settings_
+    )
 
 
 def _dqn(**kwargs: object) -> DQN:
     env = _env("CartPole-v1")
     settings_ = {"net_config": NET, **kwargs}
-    return DQN(env.single_observation_space, env.single_action_space, **settings_)
+    return DQN(DQNSpec(), env.single_observation_space, env.single_action_space, **settings_)
 
 
 def _td3(**kwargs: object) -> TD3:
     env = _env("Pendulum-v1")
     settings_ = {"net_config": NET, **kwargs}
-    return TD3(env.single_observation_space, env.single_action_space, **settings_)
+    return TD3(TD3Spec(), env.single_observation_space, env.single_action_space, **settings_)
 
 
 def _rainbow() -> RainbowDQN:
     env = _env("CartPole-v1")
     obs, act = env.single_observation_space, env.single_action_space
-    return RainbowDQN(obs, act, net_config=NET, num_atoms=11, n_step=1)
+    return RainbowDQN(RainbowDQNSpec(), obs, act, net_config=NET, num_atoms=11, n_step=1)
 
 
 AGENTS: dict[str, Callable[[], object]] = {
@@ -188,12 +192,15 @@ def _greedy(agent: object, obs: np.ndarray) -> np.ndarray:
 def _check_fast_paths(agent: object, obs: np.ndarray) -> None:
     """Numpy acting paths (zero-copy weight views) agree with the torch modules."""
     with torch.no_grad():
-        if isinstance(agent, DQN) and agent._chain is not None:
+        if isinstance(agent, DQN | TD3) and agent._numpy_chain is not None:
             expected = agent.actor.forward(torch.as_tensor(obs)).numpy()
-            np.testing.assert_allclose(agent._chain.forward_numpy(obs), expected, atol=1e-5)
-        if isinstance(agent, TD3) and agent._chains is not None:
-            expected = agent.actor.forward(torch.as_tensor(obs)).numpy()
-            np.testing.assert_allclose(agent._chains.actor.forward_numpy(obs), expected, atol=1e-5)
+            np.testing.assert_allclose(agent._numpy_chain.forward_numpy(obs), expected, atol=1e-5)
+        if isinstance(agent, RainbowDQN) and agent._numpy_chains is not None:
+            for noise in (False, True):
+                expected = agent.get_q_values(obs, noise=noise)
+                np.testing.assert_allclose(
+                    agent._q_numpy(obs, noise), expected, rtol=1e-5, atol=1e-5
+                )
         if isinstance(agent, PPO):
             params, value = agent._forward_all(torch.as_tensor(obs))
             fused = agent._fused_policy()
@@ -361,8 +368,9 @@ def test_architecture_mutation_respects_bounds_keeps_weights_and_learns(name: st
 def test_architecture_mutation_without_legal_edit_is_no_mutation() -> None:
     net = copy.deepcopy(NET)
     for key in ("encoder_config", "head_config"):
-        net[key].update(min_hidden_layers=1, max_hidden_layers=1, min_mlp_nodes=16)
-        net[key].update(max_mlp_nodes=16)
+        # the spec needs max_hidden_layers > 1, so two fixed layers leave no depth edit
+        net[key].update(min_hidden_layers=2, max_hidden_layers=2, min_mlp_nodes=16)
+        net[key].update(max_mlp_nodes=16, hidden_size=[16, 16])
     net.update(min_latent_dim=16, max_latent_dim=16)
     agent = _dqn(net_config=net)
     [out] = _mutations("arch").mutation([agent])
@@ -554,10 +562,15 @@ def test_image_encoder_only_head_mutates() -> None:
     image = spaces.Box(0, 255, (3, 12, 12), np.uint8)
     net = {
         "latent_dim": 16,
-        "encoder_config": {"channel_size": [4], "kernel_size": [3], "stride_size": [2]},
+        "encoder_config": {
+            "channel_size": [4],
+            "kernel_size": [3],
+            "stride_size": [2],
+            "min_channel_size": 4,
+        },
         "head_config": {"hidden_size": [16], "layer_norm": False},
     }
-    agent = DQN(image, spaces.Discrete(3), net_config=net)
+    agent = DQN(DQNSpec(), image, spaces.Discrete(3), net_config=net)
     encoder = copy.deepcopy(agent.net_config["encoder_config"])
     latent = agent.net_config["latent_dim"]
     m = Mutations(

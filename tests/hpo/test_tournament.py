@@ -12,6 +12,8 @@ import torch
 from gymnasium import spaces
 
 from agilerl.algorithms import DQN, PPO
+from agilerl.arena.models.algorithms.dqn import DQNSpec
+from agilerl.arena.models.algorithms.ppo import PPOSpec
 from agilerl.hpo import TournamentSelection, windowed_fitness
 
 OBS = spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -35,9 +37,9 @@ def _population(fitness: list[list[float]], cls: type = DQN) -> list:
     pop = []
     for i, values in enumerate(fitness):
         if cls is PPO:
-            agent = PPO(OBS, spaces.Discrete(2), index=i, net_config=NET, learn_step=16)
+            agent = PPO(PPOSpec(), OBS, spaces.Discrete(2), index=i, net_config=NET, learn_step=16)
         else:
-            agent = DQN(OBS, spaces.Discrete(2), index=i, net_config=NET)
+            agent = DQN(DQNSpec(), OBS, spaces.Discrete(2), index=i, net_config=NET)
         agent.fitness = list(values)
         pop.append(agent)
     return pop

@@ -43,7 +43,14 @@ ACTION_SPACES = {
     "box": spaces.Box(-2.0, 2.0, (2,), np.float32),
     "multibinary": spaces.MultiBinary(3),
 }
-SMALL_CNN = {"encoder_config": {"channel_size": [4], "kernel_size": [3], "stride_size": [2]}}
+SMALL_CNN = {
+    "encoder_config": {
+        "channel_size": [4],
+        "kernel_size": [3],
+        "stride_size": [2],
+        "min_channel_size": 4,  # resolve_net_config validates against the bounds
+    }
+}
 
 
 def _batch(space: spaces.Space, n: int, seed: int = 0) -> object:
@@ -98,7 +105,7 @@ def test_arch_inference_and_encoders() -> None:
     assert isinstance(build_encoder(DICT_OBS, dict_cfg), EvolvableMultiInput)
     with pytest.raises(ValueError, match="Unknown encoder arch"):
         resolve_net_config({"encoder_config": {"arch": "transformer"}}, VEC_OBS)
-    with pytest.raises(ValueError, match="Unknown activation"):
+    with pytest.raises(ValueError, match=r"head_config\.activation"):
         resolve_net_config({"head_config": {"activation": "Swish"}}, VEC_OBS)
     with pytest.raises(NotImplementedError, match="lstm"):
         build_encoder(VEC_OBS, resolve_net_config({"encoder_config": {"arch": "lstm"}}, VEC_OBS))
@@ -268,9 +275,19 @@ def test_fused_actor_critic_matches_modules(shared: bool) -> None:
 
 
 def test_fusion_skipped_with_layer_norm() -> None:
-    actor = StochasticActor(VEC_OBS, ACTION_SPACES["discrete"])  # layer_norm defaults True
-    critic = ValueNetwork(VEC_OBS)
+    norm = {
+        "encoder_config": {"hidden_size": [16], "layer_norm": True},
+        "head_config": {"hidden_size": [16], "layer_norm": True},
+    }
+    actor = StochasticActor(VEC_OBS, ACTION_SPACES["discrete"], net_config=norm)
+    critic = ValueNetwork(VEC_OBS, net_config=norm)
     assert build_fused_actor_critic(actor, critic, False) is None
+    # the default network has no LayerNorm (MlpSpec.layer_norm is False), so it fuses
+    default = resolve_net_config(None, VEC_OBS)
+    assert default["encoder_config"]["layer_norm"] is False
+    assert default["head_config"]["layer_norm"] is False and default["latent_dim"] == 64
+    actor = StochasticActor(VEC_OBS, ACTION_SPACES["discrete"])
+    assert build_fused_actor_critic(actor, ValueNetwork(VEC_OBS), False) is not None
 
 
 # --- optimizer ----------------------------------------------------------------------

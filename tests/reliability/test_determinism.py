@@ -54,14 +54,24 @@ def test_same_seed_twice_gives_identical_metrics(tmp_path: Path, name: str) -> N
         assert any(v not in ("", "nan") for v in first[-1].values())
 
 
-def test_case_27_the_replay_buffer_generator_follows_the_seed(tmp_path: Path) -> None:
-    trainer = LocalTrainer(
-        RUNS["DQN"][0], "CartPole-v1", replay_buffer={"max_size": 100}, seed=7, verbose=False
-    )
+def test_case_27_the_replay_buffer_generator_follows_the_seed() -> None:
     import gymnasium as gym
 
+    from agilerl.arena.models.manifest import TrainingManifest
+    from agilerl.strategies.base import EnvSetup
+    from agilerl.strategies.single_agent import make_memories
+
+    manifest = TrainingManifest.from_dict(
+        {
+            "algorithm": RUNS["DQN"][0],
+            "environment": {"name": "CartPole-v1"},
+            "replay_buffer": {"max_size": 100},
+        }
+    )
     env = gym.make_vec("CartPole-v1", num_envs=1)
-    memory, _ = trainer._memories(env)
-    again, _ = trainer._memories(env)
+    setup = EnvSetup(env, None, env.single_observation_space, env.single_action_space, seed=7)
+    spec = manifest.algorithm_with_network()
+    memory, _ = make_memories(spec, manifest, setup, device="cpu")
+    again, _ = make_memories(spec, manifest, setup, device="cpu")
     env.close()
     assert memory.rng.integers(0, 10**9) == again.rng.integers(0, 10**9)

@@ -123,7 +123,7 @@ def test_case_25_evaluate_refuses_another_env_and_skips_a_truncated_agent(
         "1",
     )
     assert other.returncode == 2 and no_traceback(other)
-    assert "was trained with observation_space" in other.stderr and "Pendulum-v1" in other.stderr
+    assert "does not match the agent" in other.stderr and "Pendulum-v1" in other.stderr
     latest = (
         population_run
         / "checkpoints"

@@ -12,7 +12,7 @@ import torch
 
 from agilerl.arena.models.errors import ConfigError
 from agilerl.trainer import LocalTrainer
-from agilerl.training.checkpointing import CheckpointManager
+from agilerl.training.checkpointing import CheckpointManager, ResumeState
 from tests.reliability.helpers import TINY_PPO, no_traceback, train, write_manifest
 
 ENV = {"name": "CartPole-v1", "num_envs": 1}
@@ -45,7 +45,7 @@ def test_case_11_overrides_that_cannot_apply_are_refused(
     finished_run: Path, tmp_path: Path
 ) -> None:
     before = _snapshot(finished_run)
-    lr = train(f"resume={finished_run}", "algorithm.lr=1e6")
+    lr = train(f"resume={finished_run}", "algorithm.lr=0.5")
     assert lr.returncode == 2 and "algorithm.lr: cannot change when resuming" in lr.stderr
     assert "training.max_steps, training.max_wall_seconds" in lr.stderr
     env = train(f"resume={finished_run}", "env=pendulum")
@@ -69,25 +69,25 @@ def test_case_14_resume_keeps_the_runs_seed(tmp_path: Path) -> None:
 
 def test_case_09_a_resave_never_removes_the_newest_before_its_successor(tmp_path: Path) -> None:
     manager = CheckpointManager(tmp_path / "checkpoints")
-    first = manager.save(100, [{"w": torch.ones(2)}], {"total_steps": 100})
+    first = manager.save(100, [{"w": torch.ones(2)}], ResumeState(total_steps=100))
     with pytest.raises(Exception):  # noqa: B017 - a crash while writing the re-save
-        manager.save(100, [{"w": lambda: None}], {"total_steps": 100})
+        manager.save(100, [{"w": lambda: None}], ResumeState(total_steps=100))
     agents, _state, path = manager.load_latest()
     assert path == first and torch.equal(agents[0]["w"], torch.ones(2))
-    second = manager.save(100, [{"w": torch.zeros(2)}], {"total_steps": 100})
+    second = manager.save(100, [{"w": torch.zeros(2)}], ResumeState(total_steps=100))
     assert second != first and not first.exists() and manager.latest_dir() == second
     assert torch.equal(manager.load_latest()[0][0]["w"], torch.zeros(2))
 
 
 def test_case_09_a_corrupt_newest_checkpoint_falls_back_with_a_warning(tmp_path: Path) -> None:
     manager = CheckpointManager(tmp_path / "checkpoints")
-    manager.save(100, [{"w": torch.ones(2)}], {"total_steps": 100})
-    newest = manager.save(200, [{"w": torch.zeros(2)}], {"total_steps": 200})
+    manager.save(100, [{"w": torch.ones(2)}], ResumeState(total_steps=100))
+    newest = manager.save(200, [{"w": torch.zeros(2)}], ResumeState(total_steps=200))
     agent = newest / "agent_0.pt"
     agent.write_bytes(agent.read_bytes()[:50])
     with pytest.warns(UserWarning, match="resuming from the previous checkpoint step_000000000100"):
         _agents, state, path = manager.load_latest()
-    assert state["total_steps"] == 100 and path.name == "step_000000000100"
+    assert state.total_steps == 100 and path.name == "step_000000000100"
 
 
 def test_case_13_periodic_checkpoints_and_no_duplicate_metrics(tmp_path: Path) -> None:

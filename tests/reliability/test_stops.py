@@ -95,9 +95,25 @@ def test_case_24_sigterm_mid_generation_then_resume_equals_uninterrupted(tmp_pat
     assert _metrics(parts) == _metrics(tmp_path / "whole")
     a = CheckpointManager(parts / "checkpoints").load_latest()[0][0]
     b = CheckpointManager(tmp_path / "whole" / "checkpoints").load_latest()[0][0]
-    for name, net in a["networks"].items():
-        for key, tensor in net["state_dict"].items():
-            assert torch.equal(tensor, b["networks"][name]["state_dict"][key]), (name, key)
+    assert _tensors(a).keys() == _tensors(b).keys() and _tensors(a)
+    for key, tensor in _tensors(a).items():
+        assert torch.equal(tensor, _tensors(b)[key]), key
+
+
+def _tensors(state: object, prefix: str = "") -> dict[str, torch.Tensor]:
+    """Every tensor of a nested agent state, by its path (weights and optimiser state)."""
+    if isinstance(state, torch.Tensor):
+        return {prefix: state}
+    if isinstance(state, dict):
+        items = state.items()
+    elif isinstance(state, list | tuple):
+        items = enumerate(state)
+    else:
+        return {}
+    found: dict[str, torch.Tensor] = {}
+    for key, value in items:
+        found.update(_tensors(value, f"{prefix}/{key}"))
+    return found
 
 
 def test_case_26_handlers_are_restored_after_a_failed_train(tmp_path: Path) -> None:

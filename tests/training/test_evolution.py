@@ -120,8 +120,8 @@ def test_interrupted_and_resumed_equals_uninterrupted(
     for a, b in zip(_final_weights(whole), _final_weights(parts), strict=True):
         assert a["index"] == b["index"] and a["steps"] == b["steps"]
         for name, net in a["networks"].items():
-            for key, tensor in net["state_dict"].items():
-                assert torch.equal(tensor, b["networks"][name]["state_dict"][key]), (name, key)
+            for key, tensor in net.items():
+                assert torch.equal(tensor, b["networks"][name][key]), (name, key)
 
 
 def test_hpo_with_a_single_agent_warns() -> None:

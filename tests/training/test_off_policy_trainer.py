@@ -76,10 +76,11 @@ def test_replay_memory_is_checkpointed_and_restored(compose, tmp_path: Path) -> 
 def test_experience_sharing_off_gives_each_agent_its_memory(compose, tmp_path: Path) -> None:
     trainer = _trainer(compose, tmp_path, "algorithm=dqn", "env=cartpole",
                        "training.experience_sharing=false", "training.pop_size=2")  # fmt: skip
-    from agilerl.envs.gym import make_vector_env
+    from agilerl.strategies.single_agent import make_memories
 
-    env = make_vector_env(trainer.manifest.environment, seed=0)
-    memory, n_step = trainer._memories(env)
+    envs = trainer.strategy.make_envs(trainer.manifest, seed=0)
+    memory, n_step = make_memories(trainer.spec, trainer.manifest, envs, device="cpu")
+    envs.close()
     assert isinstance(memory, list) and len(memory) == 2 and memory[0] is not memory[1]
     assert n_step is None
 

@@ -1,25 +1,33 @@
-"""Algorithm base classes: identity, counters, cloning, checkpoints and evaluation.
+"""Algorithm base classes: spec, identity, counters, cloning, checkpoints and evaluation.
+
+An algorithm is constructed from its validated spec, the single source of
+every hyperparameter's default, range and description::
+
+    agent = DQN(DQNSpec(lr=1e-3), observation_space, action_space, index=0)
+    agent.lr                      # 0.001, read from agent.spec
+    agent.lr = 5e-4               # validated through the spec; reaches the optimizer
 
 Subclass contract (see :class:`EvolvableAlgorithm`):
 
+* ``spec_class``: the spec the algorithm is built from; every field of it
+  reads (and writes, validated) as an attribute of the agent.
 * ``network_names`` / ``optimizer_names``: attribute names of the modules and
   optimizers that make up the agent; they are saved, loaded and cloned.
-* :meth:`EvolvableAlgorithm.init_kwargs`: the constructor keyword arguments
-  (current values, gymnasium spaces allowed) that rebuild an equivalent agent.
-* ``hp_names``: the mutable RL hyperparameters (a subset of ``init_kwargs``).
-* :meth:`EvolvableAlgorithm.get_action` for :meth:`EvolvableAlgorithm.test`.
+* ``hp_names``: the mutable RL hyperparameters (spec fields);
+  ``lr_optimizers`` maps learning-rate fields to the optimizer they drive;
+  ``rebuild_fields``: spec fields whose change rebuilds the networks.
+* :meth:`EvolvableAlgorithm._build` (networks and optimizers from
+  ``self.spec``) and :meth:`EvolvableAlgorithm.act` (env actions).
 
-Checkpoints are pure dicts of tensors and Python scalars/lists/strings (no
-pickled classes, numpy arrays or dataclasses), so they load with
-``torch.load(weights_only=True)``.
+Checkpoints are pure dicts of tensors and Python scalars/lists/strings: the
+spec as ``spec.model_dump(mode="json")``, the spaces as plain dicts, weights
+and optimizer state as tensors. They load with ``torch.load(weights_only=True)``.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -28,11 +36,17 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from agilerl.arena.models.algorithms import (
+    AlgorithmSpec,
+    LLMAlgorithmSpec,
+    MultiAgentAlgorithmSpec,
+    SingleAgentAlgorithmSpec,
+)
 from agilerl.networks.spaces import space_from_dict, space_to_dict
 
 CHECKPOINT_FORMAT = "agilerl.algorithm"
-CHECKPOINT_VERSION = 1
-_REQUIRED_KEYS = ("format", "version", "algorithm", "init_kwargs", "networks", "optimizers")
+CHECKPOINT_VERSION = 2
+_REQUIRED_KEYS = ("format", "version", "algorithm", "spec", "args", "networks", "optimizers")
 _SPACE_TAG = "__space__"
 
 _REGISTRY: dict[str, type[EvolvableAlgorithm]] = {}
@@ -47,6 +61,7 @@ __all__ = [
     "read_checkpoint",
     "space_from_dict",
     "space_to_dict",
+    "updated_spec",
 ]
 
 
@@ -55,7 +70,7 @@ def _to_plain(value: Any, where: str) -> Any:
     """Convert a constructor argument to checkpoint-safe plain data."""
     if isinstance(value, spaces.Space):
         return {_SPACE_TAG: space_to_dict(value)}
-    if value is None or isinstance(value, bool | int | float | str):
+    if value is None or isinstance(value, bool | int | float | str | torch.Tensor):
         return value
     if isinstance(value, np.generic):
         return value.item()
@@ -76,28 +91,6 @@ def _from_plain(value: Any) -> Any:
     if isinstance(value, list):
         return [_from_plain(v) for v in value]
     return value
-
-
-def _digest(value: Any, h: Any = None) -> str:
-    """Deterministic SHA-256 over nested dicts/lists/tensors/scalars."""
-    top = h is None
-    h = hashlib.sha256() if top else h
-    if isinstance(value, torch.Tensor):
-        t = value.detach().cpu().contiguous()
-        h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-    elif isinstance(value, Mapping):
-        h.update(b"D")
-        for key in sorted(value, key=repr):
-            h.update(repr(key).encode())
-            _digest(value[key], h)
-    elif isinstance(value, list | tuple):
-        h.update(f"L{len(value)}".encode())
-        for item in value:
-            _digest(item, h)
-    else:
-        h.update(repr(value).encode())
-    return h.hexdigest() if top else ""
 
 
 def read_checkpoint(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> dict:
@@ -135,40 +128,97 @@ def read_checkpoint(path: str | os.PathLike[str], device: str | torch.device = "
             f"Checkpoint {path} has format version {state['version']}, newer than "
             f"this agilerl supports ({CHECKPOINT_VERSION})"
         )
+    from agilerl.training.checkpointing import state_digest
+
     checksum = state.pop("checksum", None)
-    if checksum is not None and checksum != _digest(state):
+    if checksum is not None and checksum != state_digest(state):
         raise ValueError(f"Checkpoint {path} is corrupted: checksum mismatch")
     return state
+
+
+# --- specs ----------------------------------------------------------------------
+def updated_spec(spec: AlgorithmSpec, changes: Mapping[str, Any]) -> AlgorithmSpec:
+    """A new spec with ``changes`` applied, validated like a manifest section.
+
+    Raises:
+        pydantic.ValidationError: Naming the field, if a value is out of range.
+    """
+    data = spec.model_dump()
+    data.update(changes)
+    new = type(spec).model_validate(data)
+    new._registry_name = spec._registry_name
+    return new
+
+
+class _SpecField:
+    """An agent attribute that reads its spec's field and writes through :meth:`set_hp`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        return getattr(obj.spec, self.name)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.set_hp(**{self.name: value})
 
 
 # --- base classes ---------------------------------------------------------------
 class EvolvableAlgorithm:
     """Root of all algorithms.
 
-    Attributes:
+    Args:
+        spec: The validated algorithm spec (an instance of ``spec_class``).
         index: Identity within a population (kept by clones unless overridden).
         device: Torch device of the networks.
+        total_steps: Env steps of the whole run (learning-rate schedules); not a
+            hyperparameter.
+        **overrides: Spec fields to change, validated through the spec.
+
+    Attributes:
+        spec: The current spec; mutations replace it with a new validated spec.
         steps: Total environment steps this agent has been trained on (summed
-            over vector sub-envs); an ``int`` incremented by the collector
-            (:func:`agilerl.training.collect.collect_rollouts`).
+            over vector sub-envs), incremented by the collectors.
         num_updates: Gradient updates performed so far.
         fitness: Evaluation scores appended by :meth:`test`.
         scores: Training episode returns (appended by the training loop).
         mut: Name of the last mutation applied, ``None`` if none.
-        hp_names: Mutable RL hyperparameters of the algorithm.
     """
 
+    spec_class: ClassVar[type[AlgorithmSpec]] = AlgorithmSpec
     hp_names: ClassVar[tuple[str, ...]] = ()
     network_names: ClassVar[tuple[str, ...]] = ()
     optimizer_names: ClassVar[tuple[str, ...]] = ()
+    lr_optimizers: ClassVar[dict[str, str]] = {}
+    rebuild_fields: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         _REGISTRY[cls.__name__] = cls
+        for name in cls.spec_class.model_fields:
+            if not any(name in klass.__dict__ for klass in cls.__mro__):
+                setattr(cls, name, _SpecField(name))
 
-    def __init__(self, index: int = 0, device: str | torch.device = "cpu") -> None:
+    def __init__(
+        self,
+        spec: AlgorithmSpec,
+        *,
+        index: int = 0,
+        device: str | torch.device = "cpu",
+        total_steps: int | None = None,
+        **overrides: Any,
+    ) -> None:
+        if not isinstance(spec, self.spec_class):
+            raise TypeError(
+                f"{type(self).__name__} is built from a {self.spec_class.__name__}, "
+                f"got {type(spec).__name__}"
+            )
+        self.spec = updated_spec(spec, overrides) if overrides else spec
         self.index = int(index)
         self.device = torch.device(device)
+        self.total_steps = None if total_steps is None else int(total_steps)
         self.steps = 0
         self.num_updates = 0
         self.fitness: list[float] = []
@@ -176,13 +226,24 @@ class EvolvableAlgorithm:
         self.mut: str | None = None
 
     # --- subclass hooks -----------------------------------------------------------
-    def init_kwargs(self) -> dict[str, Any]:
-        """Constructor kwargs (excluding ``index``/``device``) rebuilding this agent."""
-        raise NotImplementedError
+    @classmethod
+    def unsupported_reason(cls, spec: AlgorithmSpec) -> str | None:
+        """Why this version cannot train ``spec`` (``None`` when it can)."""
+        return None
 
-    def get_action(self, obs: Any, greedy: bool = False) -> tuple[Any, ...]:
-        """Actions for an observation batch; the first element is the env action."""
-        raise NotImplementedError
+    def init_args(self) -> dict[str, Any]:
+        """Constructor arguments besides the spec and runtime (e.g. the spaces)."""
+        return {}
+
+    def act(self, obs: Any, greedy: bool = False) -> np.ndarray:
+        """Env actions for an observation batch (what ``env.step`` takes)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement act()")
+
+    def _build(self) -> None:
+        """(Re)build networks and optimizers from ``self.spec``."""
+
+    def _on_hp_change(self, changed: set[str]) -> None:
+        """Hook after :meth:`set_hp` changed ``changed`` (e.g. remake exploration noise)."""
 
     def _extra_state(self) -> dict[str, Any]:
         """Additional plain state saved by subclasses."""
@@ -191,66 +252,62 @@ class EvolvableAlgorithm:
     def _load_extra_state(self, extra: dict[str, Any]) -> None:
         """Restore what :meth:`_extra_state` returned."""
 
-    arch_keys: ClassVar[frozenset[str]] = frozenset()
-    """Constructor arguments whose change rebuilds the networks (empty: no in-place rebuild)."""
+    # --- hyperparameters ------------------------------------------------------------
+    def set_hp(self, **changes: Any) -> set[str]:
+        """Change spec fields, validated through the spec; learning rates reach the optimizers.
 
-    def _rebuild(self, kwargs: dict[str, Any]) -> None:
-        """Adopt changed constructor ``kwargs``; rebuild if one of ``arch_keys`` changed."""
-        if not self.arch_keys:
-            raise ValueError(
-                f"{type(self).__name__} cannot change its architecture in place; use load()"
-            )
-        for key, value in kwargs.items():
-            setattr(self, key, self._normalise_kwarg(key, value, kwargs))
-        if self.arch_keys & set(kwargs):
+        A change of one of ``rebuild_fields`` rebuilds the networks (fresh
+        weights); use :func:`agilerl.hpo.architecture.rebuild_agent` to keep them.
+
+        Returns:
+            The names whose value changed.
+
+        Raises:
+            pydantic.ValidationError: If a value is invalid for the spec.
+        """
+        old = self.spec
+        new = updated_spec(old, changes)
+        changed = {k for k in changes if getattr(old, k) != getattr(new, k)}
+        if not changed:
+            return changed
+        self.spec = new
+        if changed & self.rebuild_fields:
             self._build()
-        self._after_rebuild(set(kwargs))
+        else:
+            for name in changed & set(self.lr_optimizers):
+                getattr(self, self.lr_optimizers[name]).set_lr(float(getattr(new, name)))
+        self._on_hp_change(changed)
+        return changed
 
-    def _normalise_kwarg(self, key: str, value: Any, kwargs: dict[str, Any]) -> Any:
-        """A constructor argument as the constructor would store it (``net_config`` resolved)."""
-        if key == "net_config":
-            from agilerl.networks.config import resolve_net_config
-
-            space = kwargs.get("observation_space", getattr(self, "observation_space", None))
-            return resolve_net_config(value, space)
-        return value
-
-    def _build(self) -> None:
-        """(Re)build networks and optimizers from the current attributes."""
-        raise NotImplementedError
-
-    def _after_rebuild(self, changed: set[str]) -> None:
-        """Hook after :meth:`_rebuild` (e.g. remake exploration noise)."""
-
-    # --- learning rate ----------------------------------------------------------
     def set_lr(self, lr: float) -> None:
-        """Set the learning rate of every optimizer (``self.lr`` stays the base value)."""
+        """Set the learning rate of every optimizer (the spec's ``lr`` stays the base value)."""
         for name in self.optimizer_names:
-            opt = getattr(self, name)
-            for group in opt.param_groups:
-                group["lr"] = float(lr)
+            getattr(self, name).set_lr(float(lr))
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """The current values of ``hp_names``."""
+        return {name: getattr(self.spec, name) for name in self.hp_names}
 
     # --- state ------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to rebuild the agent, as plain data.
 
         Returns:
-            ``{"format", "version", "algorithm", "init_kwargs", "networks":
-            {name: {"config", "state_dict"}}, "optimizers": {name: state},
-            "index", "steps", "num_updates", "fitness", "scores", "mut",
+            ``{"format", "version", "algorithm", "spec_name", "spec", "args",
+            "total_steps", "networks": {name: state_dict}, "optimizers": {name:
+            state}, "index", "steps", "num_updates", "fitness", "scores", "mut",
             "extra"}``. Tensors are references, not copies.
         """
         return {
             "format": CHECKPOINT_FORMAT,
             "version": CHECKPOINT_VERSION,
             "algorithm": type(self).__name__,
-            "init_kwargs": _to_plain(self.init_kwargs(), "init_kwargs"),
+            "spec_name": self.spec.name,
+            "spec": self.spec.model_dump(mode="json"),
+            "args": _to_plain(self.init_args(), "args"),
+            "total_steps": self.total_steps,
             "networks": {
-                name: {
-                    "config": _to_plain(getattr(getattr(self, name), "config", {}), name),
-                    "state_dict": dict(getattr(self, name).state_dict()),
-                }
-                for name in self.network_names
+                name: dict(getattr(self, name).state_dict()) for name in self.network_names
             },
             "optimizers": {name: getattr(self, name).state_dict() for name in self.optimizer_names},
             "index": self.index,
@@ -262,11 +319,16 @@ class EvolvableAlgorithm:
             "extra": _to_plain(self._extra_state(), "extra"),
         }
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore hyperparameters, weights, optimizer state, counters and history.
+    @classmethod
+    def _spec_from_state(cls, state: Mapping[str, Any]) -> AlgorithmSpec:
+        spec = cls.spec_class.model_validate(state["spec"])
+        spec._registry_name = state.get("spec_name")
+        return spec
 
-        Hyperparameters in ``state`` replace the current ones; an architecture
-        change (different ``net_config``) rebuilds the networks first.
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore the spec, weights, optimizer state, counters and history.
+
+        A different architecture in the stored spec rebuilds the networks first.
 
         Raises:
             ValueError: If ``state`` belongs to another algorithm or does not
@@ -276,14 +338,13 @@ class EvolvableAlgorithm:
             raise ValueError("Not an agilerl algorithm state dict")
         if state["algorithm"] != type(self).__name__:
             raise ValueError(f"State dict is for {state['algorithm']}, not {type(self).__name__}")
-        kwargs = _from_plain(state["init_kwargs"])
-        current = self.init_kwargs()
-        if _to_plain(current, "init_kwargs") != state["init_kwargs"]:
-            self._apply_kwargs(kwargs, current)
+        spec = self._spec_from_state(state)
+        if spec.model_dump() != self.spec.model_dump():
+            self.set_hp(**{k: getattr(spec, k) for k in type(spec).model_fields})
+        self.spec = spec
         for name in self.network_names:
-            entry = state["networks"][name]
             try:
-                getattr(self, name).load_state_dict(entry["state_dict"])
+                getattr(self, name).load_state_dict(state["networks"][name])
             except RuntimeError as exc:
                 raise ValueError(f"Weights of {name!r} do not fit the network: {exc}") from exc
         for name in self.optimizer_names:
@@ -296,20 +357,6 @@ class EvolvableAlgorithm:
         self.mut = state.get("mut")
         self._load_extra_state(_from_plain(state.get("extra", {})))
 
-    def _apply_kwargs(self, kwargs: dict[str, Any], current: dict[str, Any]) -> None:
-        """Adopt changed constructor kwargs: hyperparameters in place, others via rebuild."""
-        changed = {
-            k: v for k, v in kwargs.items() if _to_plain(current.get(k), k) != _to_plain(v, k)
-        }
-        rebuild = {k: v for k, v in changed.items() if k not in self.hp_names}
-        if rebuild:
-            self._rebuild(rebuild)
-        for key in self.hp_names:
-            if key in changed:
-                setattr(self, key, changed[key])
-        if "lr" in changed:
-            self.set_lr(changed["lr"])
-
     @classmethod
     def _from_state(
         cls, state: Mapping[str, Any], device: str | torch.device
@@ -318,8 +365,13 @@ class EvolvableAlgorithm:
         algo_cls = _REGISTRY.get(name) if name != cls.__name__ else cls
         if algo_cls is None or not issubclass(algo_cls, cls):
             raise ValueError(f"Checkpoint holds a {name}, which is not a {cls.__name__}")
-        kwargs = _from_plain(state["init_kwargs"])
-        agent = algo_cls(**kwargs, index=int(state.get("index", 0)), device=device)
+        agent = algo_cls(
+            algo_cls._spec_from_state(state),
+            **_from_plain(state["args"]),
+            index=int(state.get("index", 0)),
+            device=device,
+            total_steps=state.get("total_steps"),
+        )
         agent.load_state_dict(state)
         return agent
 
@@ -335,29 +387,34 @@ class EvolvableAlgorithm:
             agent.index = int(index)
         return agent
 
+    def with_spec(self, spec: AlgorithmSpec, seed: int | None = None) -> EvolvableAlgorithm:
+        """A fresh agent of this class, built from ``spec`` with the same spaces and runtime.
+
+        Args:
+            spec: The new spec.
+            seed: Seeds torch's RNG (forked) while the networks are initialised.
+        """
+        from agilerl.networks.heads import seeded
+
+        with seeded(seed):
+            return type(self)(
+                spec,
+                **self.init_args(),
+                index=self.index,
+                device=self.device,
+                total_steps=self.total_steps,
+            )
+
     # --- checkpoints ------------------------------------------------------------
     def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Write the state dict (plus a checksum) atomically to ``path``.
 
-        The file is written to a temporary file in the same directory and
-        moved over ``path`` with ``os.replace``, so a crash never leaves a
-        half-written checkpoint under the final name.
+        The one checkpoint writer, :func:`agilerl.training.checkpointing.write_agent_file`,
+        writes it: a crash never leaves a half-written file under the final name.
         """
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        state = self.state_dict()
-        state["checksum"] = _digest(state)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                torch.save(state, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        from agilerl.training.checkpointing import write_agent_file
+
+        write_agent_file(self.state_dict(), path)
 
     def load_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Load a checkpoint into this agent (see :meth:`load_state_dict`).
@@ -375,8 +432,8 @@ class EvolvableAlgorithm:
     def load_weights(self, path: str | os.PathLike[str]) -> None:
         """Load only the networks' weights from a checkpoint.
 
-        Hyperparameters, optimizer state and counters keep their current
-        values (the spec's), unlike :meth:`load_checkpoint`.
+        The spec, optimizer state and counters keep their current values,
+        unlike :meth:`load_checkpoint`.
 
         Raises:
             ValueError: Naming the file, if it is corrupted, holds another
@@ -389,7 +446,7 @@ class EvolvableAlgorithm:
             )
         for name in self.network_names:
             try:
-                getattr(self, name).load_state_dict(state["networks"][name]["state_dict"])
+                getattr(self, name).load_state_dict(state["networks"][name])
             except (RuntimeError, KeyError) as exc:
                 message = f"Checkpoint {path}: weights of {name!r} do not fit: {exc}"
                 raise ValueError(message) from exc
@@ -447,7 +504,7 @@ class EvolvableAlgorithm:
         step = 0
         with torch.inference_mode():
             while remaining > 0 and (max_steps is None or step < max_steps):
-                action = self.get_action(obs, greedy=greedy)[0]
+                action = self.act(obs, greedy=greedy)
                 obs, reward, terminated, truncated, _ = env.step(action)
                 running += reward
                 step += 1
@@ -469,33 +526,82 @@ class SingleAgentAlgorithm(EvolvableAlgorithm):
     """Algorithms acting in one gymnasium (vector) env.
 
     Args:
+        spec: The validated algorithm spec.
         observation_space: Single-env observation space.
         action_space: Single-env action space.
         index: Population index.
         device: Torch device.
+        total_steps: Env steps of the whole run.
+        **kwargs: Pre-built networks (``actor_network``, ``critic_network``, ...,
+            handed to :meth:`_build` and used as given) and spec fields to
+            change (validated through the spec).
+
+    Raises:
+        ValueError: For an action space the algorithm cannot act in.
     """
+
+    spec_class: ClassVar[type[AlgorithmSpec]] = SingleAgentAlgorithmSpec
+    action_space_types: ClassVar[tuple[type[spaces.Space], ...]] = ()
+    rebuild_fields: ClassVar[frozenset[str]] = frozenset({"net_config", "normalize_images"})
 
     def __init__(
         self,
+        spec: AlgorithmSpec,
         observation_space: spaces.Space,
         action_space: spaces.Space,
+        *,
         index: int = 0,
         device: str | torch.device = "cpu",
+        total_steps: int | None = None,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(index=index, device=device)
+        networks = {k: kwargs.pop(k) for k in list(kwargs) if k.endswith(("_network", "_networks"))}
+        super().__init__(spec, index=index, device=device, total_steps=total_steps, **kwargs)
         for name, space in (
             ("observation_space", observation_space),
             ("action_space", action_space),
         ):
             if not isinstance(space, spaces.Space):
                 raise TypeError(f"{name} must be a gymnasium Space, got {type(space).__name__}")
+        if self.action_space_types and not isinstance(action_space, self.action_space_types):
+            kinds = " or ".join(t.__name__ for t in self.action_space_types)
+            raise ValueError(
+                f"{type(self).__name__} needs a {kinds} action space, "
+                f"got {type(action_space).__name__}"
+            )
         self.observation_space = observation_space
         self.action_space = action_space
+        self._net_key: Any = ()
+        self._net_config: dict[str, Any] = {}
+        self._check()
+        self._build(**networks)
+
+    def _check(self) -> None:
+        """Hook before the first build: refuse settings the algorithm cannot run."""
+
+    def init_args(self) -> dict[str, Any]:
+        """The spaces (with the spec and runtime, enough to rebuild the agent)."""
+        return {"observation_space": self.observation_space, "action_space": self.action_space}
+
+    @property
+    def net_config(self) -> dict[str, Any]:
+        """The spec's network section, resolved for the observation space (a plain dict)."""
+        section = self.spec.net_config
+        if self._net_key is not section:
+            from agilerl.networks.config import resolve_net_config
+
+            self._net_config = resolve_net_config(section, self.observation_space)
+            self._net_key = section
+        return self._net_config
 
 
 class MultiAgentAlgorithm(EvolvableAlgorithm):
-    """Placeholder root of multi-agent algorithms (not implemented yet)."""
+    """Root of multi-agent algorithms (PettingZoo parallel envs)."""
+
+    spec_class: ClassVar[type[AlgorithmSpec]] = MultiAgentAlgorithmSpec
 
 
 class LLMAlgorithm(EvolvableAlgorithm):
-    """Placeholder root of LLM fine-tuning algorithms (not implemented yet)."""
+    """Root of LLM fine-tuning algorithms."""
+
+    spec_class: ClassVar[type[AlgorithmSpec]] = LLMAlgorithmSpec

@@ -75,13 +75,22 @@ def model_classes(annotation: Any) -> list[type[BaseModel]]:
     return found
 
 
+def input_names(name: str, info: Any) -> list[str]:
+    """The keys a field accepts on input: its name, alias and older spellings."""
+    names = [name]
+    if info.alias:
+        names.append(info.alias)
+    validation = info.validation_alias
+    choices = getattr(validation, "choices", [validation] if validation else [])
+    names += [c for c in choices if isinstance(c, str)]
+    return list(dict.fromkeys(names))
+
+
 def field_names(model: type[BaseModel]) -> list[str]:
     """Field names and aliases a model accepts."""
     names: list[str] = []
     for name, info in model.model_fields.items():
-        names.append(name)
-        if info.alias:
-            names.append(info.alias)
+        names += [n for n in input_names(name, info) if n not in names]
     return names
 
 
@@ -89,7 +98,7 @@ def _descend(models: list[type[BaseModel]], key: str) -> list[type[BaseModel]]:
     nested: list[type[BaseModel]] = []
     for model in models:
         for name, info in model.model_fields.items():
-            if key in (name, info.alias):
+            if key in input_names(name, info):
                 nested += model_classes(info.annotation)
     return nested
 

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 from pydantic.dataclasses import dataclass
 
 DTYPE_NAMES = ("bfloat16", "float16", "float32", "float64")
@@ -106,15 +113,21 @@ class FSDPConfig:
 def coerce_fsdp(value: Any) -> Any:
     """Turn the manifest's ``fsdp`` value into an :class:`FSDPConfig` or ``None``.
 
-    ``true`` and ``{}`` mean the defaults; ``false`` is refused so a user who
-    meant "off" learns to omit the key.
+    ``true`` and ``{}`` mean the defaults; ``false`` and ``null`` mean off.
     """
-    if value is None or isinstance(value, FSDPConfig):
-        return value
+    if value is None or value is False or isinstance(value, FSDPConfig):
+        return None if value is False else value
     if value is True:
         return FSDPConfig()
-    if value is False:
-        raise ValueError("fsdp: false is not accepted; omit fsdp (or set null) to disable FSDP")
     if isinstance(value, dict):
         return value
-    raise ValueError(f"fsdp must be true, null or a mapping of FSDP settings, got {value!r}")
+    raise ValueError(f"fsdp must be a boolean, null or a mapping of FSDP settings, got {value!r}")
+
+
+FSDPField = Annotated[
+    FSDPConfig | None,
+    WithJsonSchema(
+        {"anyOf": [{"type": "null"}, {"type": "boolean"}, TypeAdapter(FSDPConfig).json_schema()]}
+    ),
+]
+"""The ``fsdp`` field type: FSDP settings or ``None``; the schema also admits a boolean."""

@@ -32,6 +32,7 @@ from agilerl.arena.models.errors import (
     ConfigError,
     did_you_mean,
     field_names,
+    input_names,
     problems_from_validation,
 )
 from agilerl.arena.models.hpo import MutationSpec, TournamentSelectionSpec
@@ -326,6 +327,8 @@ def _build_network(
 ) -> NetworkSpec | FinetuningNetworkSpec | None:
     if section is None or isinstance(section, NetworkSpec | FinetuningNetworkSpec):
         return section
+    if section == {}:  # "all defaults" (network=auto) is the same run as no section at all
+        return None
     if not isinstance(section, dict):
         errors.add(("network",), "must be a mapping", section)
         return None
@@ -480,7 +483,9 @@ def _check_hpo(
         }
         for key in mutation.rl_hp_selection:
             aliases = {
-                info.alias: n for n, info in type(algorithm).model_fields.items() if info.alias
+                alias: n
+                for n, info in type(algorithm).model_fields.items()
+                for alias in input_names(n, info)
             }
             target = aliases.get(key, key)
             if target not in numeric:

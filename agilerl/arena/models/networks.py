@@ -41,16 +41,18 @@ class MlpSpec(StrictModel):
 
     arch: Literal["mlp"] = Field("mlp", description="Encoder kind.")
     hidden_size: list[Annotated[int, Field(ge=1)]] = Field(
-        default_factory=lambda: [64], min_length=1, description="Width of each hidden layer."
+        default_factory=lambda: [64],
+        description="Width of each hidden layer; [] for a single linear layer (needs "
+        "min_hidden_layers: 0).",
     )
     activation: MlpActivation = Field("ReLU", description="Hidden-layer activation.")
     output_activation: MlpActivation | None = Field(
         None, description="Activation on the output layer; null for none."
     )
-    layer_norm: bool = Field(True, description="LayerNorm after each hidden layer.")
+    layer_norm: bool = Field(False, description="LayerNorm after each hidden layer.")
     init_layers: bool = Field(True, description="Orthogonal initialisation of the layers.")
     output_vanish: bool = Field(True, description="Scale the output layer's weights down.")
-    min_hidden_layers: int = Field(1, gt=0, description="Fewest hidden layers mutation may leave.")
+    min_hidden_layers: int = Field(1, ge=0, description="Fewest hidden layers mutation may leave.")
     max_hidden_layers: int = Field(6, gt=1, description="Most hidden layers mutation may add.")
     min_mlp_nodes: int = Field(8, gt=0, description="Narrowest layer mutation may leave.")
     max_mlp_nodes: int = Field(256, gt=1, description="Widest layer mutation may grow.")
@@ -195,7 +197,7 @@ class NetworkSpec(StrictModel):
     else mlp).
     """
 
-    latent_dim: int = Field(32, gt=0, description="Width of the encoder's output.")
+    latent_dim: int = Field(64, gt=0, description="Width of the encoder's output.")
     min_latent_dim: int = Field(8, gt=0, description="Smallest latent mutation may leave.")
     max_latent_dim: int = Field(128, gt=1, description="Largest latent mutation may grow.")
     encoder_config: EncoderType | None = Field(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 
 from agilerl.arena.models.base import StrictModel
 
@@ -43,10 +43,15 @@ class TrainingSpec(StrictModel):
     evo_steps: int | None = Field(
         None,
         ge=1,
-        alias="metrics_interval",
+        validation_alias=AliasChoices("evo_steps", "metrics_interval"),
         description="Env steps between evaluations (and evolutions); null takes the algorithm's.",
     )
-    pop_size: int = Field(1, ge=1, alias="population_size", description="Agents trained together.")
+    pop_size: int = Field(
+        1,
+        ge=1,
+        validation_alias=AliasChoices("pop_size", "population_size"),
+        description="Agents trained together.",
+    )
     eval_steps: int | None = Field(
         None, ge=1, description="Steps per evaluation episode; null runs full episodes."
     )
@@ -187,7 +192,12 @@ class ReplayBufferSpec(StrictModel):
 
     kind: Literal["classic"] = Field("classic", description="Buffer family.")
     name: str | None = Field(None, description="Label.")
-    max_size: int = Field(100_000, ge=1, alias="memory_size", description="Transitions kept.")
+    max_size: int = Field(
+        100_000,
+        ge=1,
+        validation_alias=AliasChoices("max_size", "memory_size"),
+        description="Transitions kept.",
+    )
     standard_buffer: bool = Field(True, description="Keep a plain one-step buffer.")
     n_step_buffer: bool = Field(False, description="Use n-step returns.")
     n_step_buffer_args: NStepBufferArgs = Field(

@@ -10,10 +10,16 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 
 from agilerl.arena.models.base import StrictModel
-from agilerl.arena.models.fsdp import FSDPConfig, coerce_fsdp
+from agilerl.arena.models.fsdp import FSDPField, coerce_fsdp
 from agilerl.arena.models.networks import LoraConfigDict, NetworkSpec
 
 HpRange = tuple[float, float, float, float]
@@ -146,7 +152,7 @@ class LLMAlgorithmSpec(AlgorithmSpec):
         None, description="Mamba kernels; null decides per model."
     )
     cast_logprobs_to_fp32: bool = Field(True, description="Compute log-probs in float32.")
-    seed: int = Field(42, description="Seed for the LLM run.")
+    seed: int = Field(42, ge=0, description="Seed for the LLM run.")
     quantization: str | dict[str, Any] | None = Field(
         None, description="Preset name (e.g. 'nf4') or bitsandbytes settings."
     )
@@ -170,14 +176,14 @@ class LLMAlgorithmSpec(AlgorithmSpec):
     )
     constrain_answer_pattern: str | None = Field(
         None,
-        alias="answer_pattern",
+        validation_alias=AliasChoices("constrain_answer_pattern", "answer_pattern"),
         description="Regex the answer must match; no ^ or $ anchors.",
     )
     answer_continuation: bool = Field(
         False, description="Continue generation into the answer; needs an answer pattern."
     )
-    # bool is accepted on input only: true becomes FSDPConfig(), false is refused.
-    fsdp: FSDPConfig | bool | None = Field(
+    # A boolean is accepted on input only: true becomes FSDPConfig(), false None.
+    fsdp: FSDPField = Field(
         None, description="FSDP2 sharding; true for defaults, a mapping to tune, null for off."
     )
     vllm_engine_args: dict[str, Any] = Field(
@@ -318,7 +324,7 @@ class BanditSpec(SingleAgentAlgorithmSpec):
     default_evo_steps: ClassVar[int] = 500
     action_space_kinds: ClassVar[frozenset[str]] = DISCRETE
 
-    gamma: float = Field(1.0, ge=0.0, description="Exploration scale (not a discount).")
-    lamb: float = Field(1.0, description="Regularisation of the exploration covariance.")
-    reg: float = Field(0.000625, description="L2 regularisation of the network.")
+    gamma: float = Field(1.0, ge=0.0, le=100.0, description="Exploration scale (not a discount).")
+    lamb: float = Field(1.0, gt=0.0, description="Regularisation of the exploration covariance.")
+    reg: float = Field(0.000625, ge=0.0, description="L2 regularisation of the network.")
     learn_step: int = Field(2, ge=1, description="Steps between learning updates.")

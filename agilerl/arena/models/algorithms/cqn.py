@@ -13,7 +13,13 @@ from agilerl.arena.models.registry import register
 
 @register()
 class CQNSpec(SingleAgentAlgorithmSpec):
-    """Conservative Q-Network, trained offline from a dataset."""
+    """Conservative Q-Network, trained offline from a dataset.
+
+    The loss is the TD error plus ``conservative_weight`` times
+    ``logsumexp_a Q(s, a) - Q(s, a_data)``, which pushes down the values of
+    actions the dataset does not take; ``conservative_weight: 0`` is offline DQN.
+    ``max_steps`` and ``evo_steps`` count gradient steps (there are no env steps).
+    """
 
     offline: ClassVar[bool] = True
     env_type: ClassVar[str] = "offline"
@@ -21,7 +27,13 @@ class CQNSpec(SingleAgentAlgorithmSpec):
     default_evo_steps: ClassVar[int] = 5_000
     action_space_kinds: ClassVar[frozenset[str]] = DISCRETE
 
-    lr: float = Field(1e-4, ge=0.0, description="Adam learning rate.")
-    tau: float = Field(0.001, description="Soft target-update rate.")
+    lr: float = Field(1e-4, ge=0.0, le=1.0, description="Adam learning rate.")
+    tau: float = Field(0.001, gt=0.0, le=1.0, description="Soft target-update rate.")
     double: bool = Field(False, description="Double-Q targets.")
+    conservative_weight: float = Field(
+        1.0, ge=0.0, description="Weight of the conservative penalty (CQL alpha); 0 is offline DQN."
+    )
+    max_grad_norm: float | None = Field(
+        None, gt=0.0, description="Global gradient-norm clip; null for none."
+    )
     net_config: QNetworkSpec | None = Field(None, description="Network settings.")

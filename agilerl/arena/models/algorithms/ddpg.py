@@ -17,16 +17,19 @@ class DeterministicPolicySpec(SingleAgentAlgorithmSpec):
     off_policy: ClassVar[bool] = True
     action_space_kinds: ClassVar[frozenset[str]] = CONTINUOUS
 
+    batch_size: int = Field(128, ge=1, description="Samples per gradient step.")
+    learn_step: int = Field(1, ge=1, description="Environment steps between learning updates.")
+    gamma: float = Field(0.98, ge=0.0, le=1.0, description="Discount factor.")
     vect_noise_dim: int = Field(1, ge=1, description="Noise processes (copied from num_envs).")
-    lr_actor: float = Field(1e-4, ge=0.0, description="Actor learning rate.")
-    lr_critic: float = Field(1e-3, ge=0.0, description="Critic learning rate.")
-    tau: float = Field(0.001, ge=0.0, le=1.0, description="Soft target-update rate.")
+    lr_actor: float = Field(1e-3, ge=0.0, le=1.0, description="Actor learning rate.")
+    lr_critic: float = Field(1e-3, ge=0.0, le=1.0, description="Critic learning rate.")
+    tau: float = Field(0.005, ge=0.0, le=1.0, description="Soft target-update rate.")
     policy_freq: int = Field(2, ge=1, description="Critic updates per actor update.")
-    O_U_noise: bool = Field(True, description="Ornstein-Uhlenbeck noise; false for Gaussian.")
-    expl_noise: float = Field(0.1, ge=0.0, description="Exploration noise scale.")
-    mean_noise: float = Field(0.0, description="Exploration noise mean.")
-    theta: float = Field(0.15, ge=0.0, description="OU mean-reversion rate.")
-    dt: float = Field(0.01, gt=0.0, description="OU time step.")
+    O_U_noise: bool = Field(False, description="Ornstein-Uhlenbeck noise; false for Gaussian.")
+    expl_noise: float = Field(0.1, ge=0.0, le=10.0, description="Exploration noise scale.")
+    mean_noise: float = Field(0.0, ge=-10.0, le=10.0, description="Exploration noise mean.")
+    theta: float = Field(0.15, ge=0.0, le=10.0, description="OU mean-reversion rate.")
+    dt: float = Field(0.01, gt=0.0, le=1.0, description="OU time step.")
     share_encoders: bool = Field(False, description="Actor and critic share one encoder.")
     net_config: DeterministicActorSpec | None = Field(None, description="Network settings.")
 

@@ -28,6 +28,6 @@ class DPOSpec(DatasetLLMSpec):
 
     objective: ClassVar[str | None] = "preference"
 
-    lr: float = Field(5e-6, ge=0.0, description="Adam learning rate.")
+    lr: float = Field(5e-6, ge=0.0, le=1.0, description="Adam learning rate.")
     beta: float = Field(0.1, ge=0.0, le=1.0, description="Preference temperature.")
     nll_alpha: float = Field(1.0, ge=0.0, description="Weight of the chosen-response NLL term.")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -18,8 +18,13 @@ class DQNSpec(SingleAgentAlgorithmSpec):
     off_policy: ClassVar[bool] = True
     action_space_kinds: ClassVar[frozenset[str]] = DISCRETE
 
-    lr: float = Field(1e-4, ge=0.0, description="Adam learning rate.")
-    tau: float = Field(0.001, description="Soft target-update rate.")
-    double: bool = Field(False, description="Double DQN targets.")
-    cudagraphs: bool = Field(False, description="Capture the update in CUDA graphs (GPU only).")
+    learn_step: int = Field(4, ge=1, description="Environment steps between learning updates.")
+    lr: float = Field(1e-4, ge=0.0, le=1.0, description="Adam learning rate.")
+    tau: float = Field(0.005, ge=0.0, le=1.0, description="Soft target-update rate.")
+    double: bool = Field(True, description="Double DQN targets.")
+    cudagraphs: Literal[False] = Field(
+        False,
+        description="Accepted for manifests of the public layout; CUDA-graph capture is not "
+        "offered, so only false is valid.",
+    )
     net_config: QNetworkSpec | None = Field(None, description="Network settings.")

@@ -17,7 +17,7 @@ class GRPOSpec(RolloutLLMSpec):
     group_size: int = Field(
         ..., ge=1, description="Completions sampled per prompt (required: no default fits all)."
     )
-    lr: float = Field(5e-7, ge=0.0, description="Adam learning rate.")
+    lr: float = Field(5e-7, ge=0.0, le=1.0, description="Adam learning rate.")
     clip_coef: float = Field(0.2, ge=0.0, le=1.0, description="Surrogate clipping range.")
     adv_norm: Literal["mean_only", "mean_std"] = Field(
         "mean_only", description="Advantage normalisation within a group."

@@ -21,14 +21,14 @@ class IPPOSpec(MultiAgentAlgorithmSpec):
 
     hpo_ranges: ClassVar[dict[str, HpRange]] = ON_POLICY_HPO_RANGES
 
-    lr: float = Field(1e-4, ge=0.0, description="Adam learning rate.")
+    lr: float = Field(1e-4, ge=0.0, le=1.0, description="Adam learning rate.")
     gae_lambda: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda.")
-    action_std_init: float = Field(0.0, description="Initial log-std of Gaussian policies.")
+    action_std_init: float = Field(0.0, ge=0.0, description="Initial log-std of Gaussian policies.")
     clip_coef: float = Field(0.2, ge=0.0, le=1.0, description="Surrogate clipping range.")
     ent_coef: float = Field(0.01, ge=0.0, le=1.0, description="Entropy bonus coefficient.")
     vf_coef: float = Field(0.5, ge=0.0, le=1.0, description="Value loss coefficient.")
-    max_grad_norm: float = Field(0.5, description="Gradient clipping norm.")
-    target_kl: float | None = Field(None, description="Early-stop KL threshold.")
+    max_grad_norm: float = Field(0.5, ge=0.0, description="Gradient clipping norm.")
+    target_kl: float | None = Field(None, ge=0.0, description="Early-stop KL threshold.")
     update_epochs: int = Field(4, ge=1, description="Passes over each rollout.")
     action_batch_size: int | None = Field(None, ge=1, description="Agents per batched forward.")
     net_config: StochasticActorSpec | dict[str, StochasticActorSpec] | None = Field(

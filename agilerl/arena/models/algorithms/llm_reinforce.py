@@ -17,7 +17,7 @@ class LLMREINFORCESpec(RolloutLLMSpec):
     temperature: float = Field(1.0, gt=0.0, description="Sampling temperature.")
     beta: float = Field(0.01, ge=0.0, le=1.0, description="KL penalty coefficient.")
     max_grad_norm: float = Field(1.0, ge=0.0, description="Gradient clipping norm.")
-    lr: float = Field(5e-7, ge=0.0, description="Adam learning rate.")
+    lr: float = Field(5e-7, ge=0.0, le=1.0, description="Adam learning rate.")
     clip_coef: float = Field(0.2, ge=0.0, le=1.0, description="Ratio clipping range.")
     gamma: float = Field(1.0, ge=0.0, le=1.0, description="Discount across turns.")
     importance_sampling_level: Literal["token", "turn", "trajectory"] = Field(

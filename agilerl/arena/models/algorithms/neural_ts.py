@@ -13,5 +13,5 @@ from agilerl.arena.models.registry import register
 class NeuralTSSpec(BanditSpec):
     """Neural Thompson Sampling."""
 
-    lr: float = Field(0.003, ge=0.0, description="Adam learning rate.")
+    lr: float = Field(0.003, ge=0.0, le=1.0, description="Adam learning rate.")
     net_config: QNetworkSpec | None = Field(None, description="Network settings.")

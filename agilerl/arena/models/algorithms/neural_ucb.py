@@ -13,5 +13,5 @@ from agilerl.arena.models.registry import register
 class NeuralUCBSpec(BanditSpec):
     """Neural Upper Confidence Bound."""
 
-    lr: float = Field(0.001, ge=0.0, description="Adam learning rate.")
+    lr: float = Field(0.001, ge=0.0, le=1.0, description="Adam learning rate.")
     net_config: QNetworkSpec | None = Field(None, description="Network settings.")

@@ -30,38 +30,36 @@ class PPOSpec(SingleAgentAlgorithmSpec):
     hpo_ranges: ClassVar[dict[str, HpRange]] = ON_POLICY_HPO_RANGES
 
     num_envs: int = Field(1, ge=1, description="Parallel envs (copied from environment.num_envs).")
-    learn_step: int = Field(4096, ge=1, description="Rollout length summed over all envs.")
-    lr: float = Field(1e-4, ge=0.0, description="Adam learning rate.")
+    learn_step: int = Field(2048, ge=1, description="Rollout length summed over all envs.")
+    lr: float = Field(3e-4, ge=0.0, le=1.0, description="Adam learning rate.")
     lr_schedule: LRScheduleSpec | None = Field(None, description="Learning-rate schedule.")
     gae_lambda: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda.")
     action_std_init: float = Field(
         0.0, ge=0.0, description="Initial log-std of the Gaussian policy (Box actions)."
     )
     clip_coef: float = Field(0.2, ge=0.0, le=1.0, description="Surrogate clipping range.")
-    ent_coef: float = Field(0.01, ge=0.0, le=1.0, description="Entropy bonus coefficient.")
+    ent_coef: float = Field(0.0, ge=0.0, le=1.0, description="Entropy bonus coefficient.")
     vf_coef: float = Field(0.5, ge=0.0, le=1.0, description="Value loss coefficient.")
     max_grad_norm: float = Field(0.5, ge=0.0, description="Gradient clipping norm.")
     target_kl: float | None = Field(
         None, ge=0.0, description="Stop the update early when the KL exceeds this."
     )
-    update_epochs: int = Field(4, ge=1, description="Passes over each rollout.")
+    update_epochs: int = Field(10, ge=1, description="Passes over each rollout.")
     rollout_buffer_config: dict[str, Any] | None = Field(
         None, description="Extra rollout-buffer settings."
     )
     recurrent: bool = Field(False, description="Use a recurrent (LSTM) policy.")
     max_seq_len: int | None = Field(None, ge=1, description="BPTT sequence length (recurrent).")
-    share_encoders: bool = Field(True, description="Actor and critic share one encoder.")
+    share_encoders: bool = Field(False, description="Actor and critic share one encoder.")
+    normalize_advantages: bool = Field(True, description="Standardise advantages per minibatch.")
+    value_clip_coef: float | None = Field(
+        None, ge=0.0, description="Clip the value update around the rollout values; null: off."
+    )
+    adam_eps: float = Field(1e-5, gt=0.0, le=1e-2, description="Adam epsilon.")
     bptt_sequence_type: Literal["chunked", "maximum", "fifty_percent_overlap"] = Field(
         "chunked", description="How recurrent rollouts are cut into sequences."
     )
     net_config: StochasticActorSpec | None = Field(None, description="Network settings.")
-
-    @property
-    def name(self) -> str:
-        """``"Recurrent PPO"`` for a recurrent policy, else the registry key."""
-        if self.recurrent and self._registry_name in (None, "PPO"):
-            return "Recurrent PPO"
-        return super().name
 
 
 @register("RecurrentPPO")
@@ -74,7 +72,6 @@ class RecurrentPPOSpec(PPOSpec):
         "Recurrent PPO": {"recurrent": True},
     }
 
-    learn_step: int = Field(8192, ge=1, description="Rollout length summed over all envs.")
     recurrent: bool = Field(True, description="Recurrent PPO requires recurrent: true.")
 
     @model_validator(mode="after")

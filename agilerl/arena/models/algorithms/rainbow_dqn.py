@@ -20,16 +20,24 @@ class RainbowDQNSpec(SingleAgentAlgorithmSpec):
     supports_per_buffer: ClassVar[bool] = True
     action_space_kinds: ClassVar[frozenset[str]] = DISCRETE
 
-    lr: float = Field(1e-4, ge=0.0, description="Adam learning rate.")
-    tau: float = Field(0.001, description="Soft target-update rate.")
-    beta: float = Field(0.4, description="Initial PER importance-sampling exponent.")
-    prior_eps: float = Field(1e-6, description="Added to priorities so none is zero.")
-    num_atoms: int = Field(51, ge=1, description="Atoms of the value distribution.")
-    v_min: float = Field(0.0, description="Lowest value of the support.")
-    v_max: float = Field(200.0, description="Highest value of the support.")
-    noise_std: float = Field(0.5, description="Initial std of the noisy layers.")
+    learn_step: int = Field(4, ge=1, description="Environment steps between learning updates.")
+    lr: float = Field(1e-4, ge=0.0, le=1.0, description="Adam learning rate.")
+    tau: float = Field(0.005, ge=0.0, le=1.0, description="Soft target-update rate.")
+    beta: float = Field(
+        0.4, ge=0.0, le=1.0, description="Initial PER importance-sampling exponent."
+    )
+    prior_eps: float = Field(
+        1e-6, gt=0.0, le=1.0, description="Added to priorities so none is zero."
+    )
+    num_atoms: int = Field(51, ge=2, description="Atoms of the value distribution.")
+    v_min: float = Field(0.0, ge=-1e6, le=1e6, description="Lowest value of the support.")
+    v_max: float = Field(200.0, ge=-1e6, le=1e6, description="Highest value of the support.")
+    noise_std: float = Field(0.5, ge=0.0, le=10.0, description="Initial std of the noisy layers.")
     n_step: int = Field(3, ge=1, description="Steps of the n-step return.")
     combined_reward: bool = Field(False, description="Mix one-step and n-step losses.")
+    max_grad_norm: float | None = Field(
+        10.0, ge=0.0, description="Global gradient-norm clip; null or 0 disables it."
+    )
     net_config: RainbowQNetworkSpec | None = Field(None, description="Network settings.")
 
     @model_validator(mode="after")

@@ -16,7 +16,7 @@ class SFTSpec(DatasetLLMSpec):
 
     objective: ClassVar[str | None] = "sft"
 
-    lr: float = Field(5e-5, ge=0.0, description="Adam learning rate.")
+    lr: float = Field(5e-5, ge=0.0, le=1.0, description="Adam learning rate.")
     use_separate_reference_adapter: bool = Field(
         False, description="SFT needs no reference policy."
     )

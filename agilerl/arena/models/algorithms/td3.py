@@ -12,6 +12,8 @@ from agilerl.arena.models.registry import register
 class TD3Spec(DeterministicPolicySpec):
     """Twin Delayed DDPG: clipped double critics, delayed actor, smoothed targets."""
 
-    tau: float = Field(0.005, description="Soft target-update rate.")
-    policy_noise: float = Field(0.2, ge=0.0, description="Target policy smoothing noise std.")
-    noise_clip: float = Field(0.5, ge=0.0, description="Clip of the smoothing noise.")
+    batch_size: int = Field(256, ge=1, description="Samples per gradient step.")
+    policy_noise: float = Field(
+        0.2, ge=0.0, le=10.0, description="Target policy smoothing noise std."
+    )
+    noise_clip: float = Field(0.5, ge=0.0, le=10.0, description="Clip of the smoothing noise.")

@@ -1,0 +1,222 @@
+"""Load a causal LM and its tokenizer, wrap it with LoRA, and give access to the reference policy.
+
+The reference policy is either the base model with the adapter disabled, or
+a second, frozen LoRA adapter (``"reference"``) holding a copy of the
+trainable adapter's initial weights (``use_separate_reference_adapter``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+ACTOR_ADAPTER = "default"
+REFERENCE_ADAPTER = "reference"
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def load_tokenizer(name_or_path: str | Path, *, padding_side: str = "right", **kwargs: Any) -> Any:
+    """A tokenizer with ``padding_side`` set at load time and a pad token.
+
+    Args:
+        name_or_path: Hub id or local folder.
+        padding_side: ``"right"`` for teacher-forced training, ``"left"`` for generation.
+        **kwargs: Passed to ``AutoTokenizer.from_pretrained``.
+    """
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(
+        str(name_or_path), padding_side=padding_side, **kwargs
+    )
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_causal_lm(
+    name_or_path: str | Path,
+    *,
+    dtype: torch.dtype | str = torch.float32,
+    attn_implementation: str | None = None,
+    device: str | torch.device = "cpu",
+) -> Any:
+    """``AutoModelForCausalLM.from_pretrained`` with transformers 5 argument names."""
+    from transformers import AutoModelForCausalLM
+
+    kwargs: dict[str, Any] = {"dtype": dtype}
+    if attn_implementation is not None:
+        kwargs["attn_implementation"] = attn_implementation
+    model = AutoModelForCausalLM.from_pretrained(str(name_or_path), **kwargs)
+    return model.to(device)
+
+
+def add_lora(
+    model: Any, lora_config: Any, *, separate_reference: bool, adapter_name: str = ACTOR_ADAPTER
+) -> Any:
+    """Wrap ``model`` in a ``peft.PeftModel`` with a trainable adapter.
+
+    Args:
+        model: A transformers causal LM (its weights are frozen by peft).
+        lora_config: A ``peft.LoraConfig``.
+        separate_reference: Also add a frozen ``"reference"`` adapter equal to
+            the trainable one's initial weights.
+        adapter_name: Name of the trainable adapter.
+
+    Returns:
+        The ``PeftModel`` with the trainable adapter active.
+    """
+    from peft import get_peft_model
+
+    peft_model = get_peft_model(model, lora_config, adapter_name=adapter_name)
+    if separate_reference:
+        peft_model.add_adapter(REFERENCE_ADAPTER, lora_config)
+        copy_adapter(peft_model, adapter_name, REFERENCE_ADAPTER)
+        peft_model.set_adapter(adapter_name)
+        for name, param in peft_model.named_parameters():
+            if f".{REFERENCE_ADAPTER}." in name:
+                param.requires_grad_(False)
+    return peft_model
+
+
+def copy_adapter(peft_model: Any, source: str, target: str) -> None:
+    """Copy the LoRA weights of adapter ``source`` into adapter ``target``."""
+    params = dict(peft_model.named_parameters())
+    with torch.no_grad():
+        for name, param in params.items():
+            if f".{source}." in name:
+                params[name.replace(f".{source}.", f".{target}.")].copy_(param)
+
+
+def adapter_state(peft_model: Any, adapter: str = ACTOR_ADAPTER) -> dict[str, torch.Tensor]:
+    """The named LoRA tensors of ``adapter`` (clones)."""
+    return {
+        name: param.detach().clone()
+        for name, param in peft_model.named_parameters()
+        if f".{adapter}." in name
+    }
+
+
+def load_adapter_state(
+    peft_model: Any, state: dict[str, torch.Tensor], adapter: str = ACTOR_ADAPTER
+) -> None:
+    """Load tensors from :func:`adapter_state` back into ``adapter``."""
+    params = dict(peft_model.named_parameters())
+    missing = [name for name in params if f".{adapter}." in name and name not in state]
+    if missing:
+        raise ValueError(f"adapter state lacks {len(missing)} tensors, e.g. {missing[0]}")
+    with torch.no_grad():
+        for name, tensor in state.items():
+            params[name].copy_(tensor)
+
+
+@contextlib.contextmanager
+def reference_policy(model: Any) -> Iterator[Any]:
+    """Context in which ``model`` computes the reference policy's outputs.
+
+    With a ``"reference"`` adapter, that adapter is active; otherwise (a
+    ``PeftModel``) the adapters are disabled, which is the base model. A model
+    without adapters is its own reference only if nothing trains it, so that
+    case raises.
+    """
+    from peft import PeftModel
+
+    if not isinstance(model, PeftModel):
+        raise ValueError("a reference policy needs a LoRA adapter (set network.lora_config)")
+    if REFERENCE_ADAPTER in model.peft_config:
+        active = model.active_adapter
+        model.set_adapter(REFERENCE_ADAPTER)
+        try:
+            yield model
+        finally:
+            model.set_adapter(active)
+            # set_adapter marks the active adapter trainable; keep the reference frozen.
+            for name, param in model.named_parameters():
+                if f".{REFERENCE_ADAPTER}." in name:
+                    param.requires_grad_(False)
+    else:
+        with model.disable_adapter():
+            yield model
+
+
+def enable_gradient_checkpointing(model: Any) -> None:
+    """Recompute activations in backward (inputs need grads when the embeddings are frozen)."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5 spelling
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    if hasattr(model, "enable_input_require_grads"):
+        model.enable_input_require_grads()
+    model.config.use_cache = False
+
+
+def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Position ids that start at 0 on the first real token (correct under left padding)."""
+    positions = attention_mask.long().cumsum(-1) - 1
+    return positions.clamp(min=0)
+
+
+def sequence_logprobs(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    loss_mask: torch.Tensor,
+    *,
+    position_ids: bool = True,
+    fp32: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token log-probabilities of ``input_ids[:, 1:]`` under ``model``.
+
+    Args:
+        model: Causal LM.
+        input_ids: ``(B, T)`` token ids.
+        attention_mask: ``(B, T)`` 1 for real tokens.
+        loss_mask: ``(B, T)`` 1 for tokens whose log-prob is wanted (the response).
+        position_ids: Pass positions computed from the mask.
+        fp32: Compute the log-softmax in float32.
+
+    Returns:
+        ``(token_logps, mask)``, both ``(B, K)``: the last ``K <= T-1`` target
+        positions, from the first one any row's ``loss_mask`` selects (the
+        language-model head runs only there); ``token_logps`` is 0 where
+        ``mask`` is 0.
+    """
+    kwargs: dict[str, Any] = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if position_ids:
+        kwargs["position_ids"] = position_ids_from_mask(attention_mask)
+    targets_mask = loss_mask[:, 1:]
+    wanted = targets_mask.any(0).nonzero()
+    first = int(wanted[0]) if len(wanted) else 0
+    keep = targets_mask.shape[1] - first
+    if _takes_logits_to_keep(model):
+        # Logits of the kept positions plus the last one (which predicts nothing).
+        logits = model(**kwargs, use_cache=False, logits_to_keep=keep + 1).logits[:, :-1]
+    else:
+        logits = model(**kwargs, use_cache=False).logits[:, first:-1]
+    if fp32:
+        logits = logits.float()
+    targets = input_ids[:, 1 + first :]
+    # cross_entropy avoids materialising a second (B, T, V) log-softmax tensor.
+    logps = -torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none"
+    ).view(targets.shape)
+    mask = targets_mask[:, first:].to(logps.dtype)
+    return logps * mask, mask
+
+
+def _takes_logits_to_keep(model: Any) -> bool:
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "logits_to_keep" in inspect.signature(base.forward).parameters

@@ -1,0 +1,438 @@
+"""One fast-gradient path for every algorithm: graph-free MLP trunks behind :class:`GradTape`.
+
+An algorithm writes its loss once, in plain torch, and calls its networks'
+sub-modules through a tape::
+
+    tape = GradTape()
+    q = net.forward(obs, tape=tape)            # encoder and head go through the tape
+    loss = (q.gather(1, a).squeeze(1) - target).square().mean()
+    optimizer.zero_grad()
+    tape.backward(loss)                        # same gradients as loss.backward()
+    optimizer.step()
+
+For a module that qualifies (a plain :class:`~agilerl.networks.mlp.MLP`, an
+:class:`~agilerl.networks.mlp.EvolvableMLP` reading a flat Box, or a
+:class:`~agilerl.networks.q_networks.NoisyMLP`; ReLU/Tanh/identity
+activations, with or without LayerNorm) the tape runs the layers without
+recording an autograd graph, saving each layer's input, and hands the loss a
+fresh leaf tensor. :meth:`GradTape.backward` lets autograd differentiate the
+loss down to those leaves, then back-propagates through each trunk with the
+aten backward kernels (a few matmuls per layer, written straight into the
+parameters' ``.grad``). For the tiny networks of classic-control tasks this
+costs far less than autograd's graph bookkeeping. Any other module is simply
+called, so its part of the graph is ordinary autograd: the loss code is the
+same either way, and ``tests/networks/test_fastgrad.py`` checks the gradients
+against plain autograd for every algorithm.
+
+:class:`MLPChain` is also what acting uses for numpy inference on the CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.autograd import Variable
+
+__all__ = ["ChainLayer", "GradTape", "MLPChain", "autograd_only", "chain_of", "joined_chain", "run"]
+
+_CHAIN_ACTIVATIONS = (None, "ReLU", "Tanh")
+_threshold_backward = torch.ops.aten.threshold_backward
+_tanh_backward = torch.ops.aten.tanh_backward
+_layer_norm = torch.ops.aten.native_layer_norm
+_layer_norm_backward = torch.ops.aten.native_layer_norm_backward
+
+Noise = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+"""``(weight_sigma, weight_epsilon, bias_sigma, bias_epsilon)`` of a noisy layer."""
+
+
+class ChainLayer(NamedTuple):
+    """One ``Linear -> LayerNorm? -> activation`` layer of an :class:`MLPChain`.
+
+    Attributes:
+        weight: ``[out, in]`` weight (the mean weight of a noisy layer).
+        bias: ``[out]`` bias (mean bias of a noisy layer).
+        act: ``None``, ``"ReLU"`` or ``"Tanh"``.
+        noise: ``(weight_sigma, weight_epsilon, bias_sigma, bias_epsilon)`` of a
+            noisy layer, else ``None``.
+        norm: The ``nn.LayerNorm`` applied before the activation, else ``None``.
+    """
+
+    weight: torch.Tensor
+    bias: torch.Tensor
+    act: str | None
+    noise: Noise | None = None
+    norm: nn.LayerNorm | None = None
+
+
+def _act_name(name: str | None) -> str | bool | None:
+    """The chain's name for an activation, or ``False`` when the chain cannot run it."""
+    name = None if name in (None, "Identity") else name
+    return name if name in _CHAIN_ACTIVATIONS else False
+
+
+class MLPChain:
+    """A stack of ``Linear -> LayerNorm? -> activation`` layers with a hand-written backward.
+
+    All methods run without autograd recording (:class:`GradTape` calls them
+    under ``torch.no_grad()``). Noisy layers use ``W = W_mu + W_sigma * eps``
+    (and likewise the bias) when called with ``noise=True``.
+
+    Args:
+        layers: The layers, first to last.
+    """
+
+    def __init__(self, layers: Sequence[ChainLayer]) -> None:
+        self.layers = [ChainLayer(*layer) for layer in layers]
+        self._numpy: list[tuple[Any, ...]] | None = None
+        self._numpy_ptrs: tuple[int, ...] = ()
+
+    # --- construction -----------------------------------------------------------------
+    @classmethod
+    def of(cls, module: nn.Module) -> MLPChain | None:
+        """The chain view of ``module``, or ``None`` when it does not qualify."""
+        from agilerl.networks.mlp import MLP, EvolvableMLP
+        from agilerl.networks.q_networks import NoisyMLP
+
+        if isinstance(module, EvolvableMLP):
+            return cls.of(module.mlp) if module._flatten is None else None
+        if isinstance(module, MLP):
+            names = [module.activation] * len(module.hidden_size) + [module.output_activation]
+            layers = []
+            for i, (linear, name) in enumerate(zip(module.linears, names, strict=True)):
+                act = _act_name(name)
+                if act is False:
+                    return None
+                norm = module.norms[i] if module.norms is not None and i < len(names) - 1 else None
+                layers.append(ChainLayer(linear.weight, linear.bias, act, None, norm))
+            return cls(layers)
+        if isinstance(module, NoisyMLP):
+            act = _act_name(module.activation)
+            if act is False:
+                return None
+            last = len(module.layers) - 1
+            layers = []
+            for i, layer in enumerate(module.layers):
+                noise = (
+                    layer.weight_sigma,
+                    layer.weight_epsilon,
+                    layer.bias_sigma,
+                    layer.bias_epsilon,
+                )
+                norm = module.norms[i] if module.norms is not None and i < last else None
+                hidden_act = act if i < last else None
+                layers.append(ChainLayer(layer.weight_mu, layer.bias_mu, hidden_act, noise, norm))
+            return cls(layers)
+        return None
+
+    # --- torch ------------------------------------------------------------------------
+    def forward(
+        self, x: torch.Tensor, saved: list[tuple] | None = None, noise: bool = True
+    ) -> torch.Tensor:
+        """Apply the chain; with ``saved``, what :meth:`backward` needs is appended to it."""
+        for w, b, act, nz, norm in self.layers:
+            noisy = nz is not None and noise
+            if noisy:
+                w = torch.addcmul(w, nz[0], nz[1])
+                b = torch.addcmul(b, nz[2], nz[3])
+            pre = F.linear(x, w, b)
+            stats = None
+            if norm is not None:
+                out, mean, rstd = _layer_norm(
+                    pre, norm.normalized_shape, norm.weight, norm.bias, norm.eps
+                )
+                stats = (pre, mean, rstd)
+                pre = out
+            if act == "ReLU":
+                pre = pre.relu_()
+            elif act == "Tanh":
+                pre = pre.tanh_()
+            if saved is not None:
+                saved.append((x, w, noisy, stats))
+            x = pre
+        return x
+
+    def backward(
+        self,
+        grad: torch.Tensor,
+        saved: Sequence[tuple],
+        output: torch.Tensor,
+        param_grads: bool = True,
+        input_grad: bool = False,
+    ) -> torch.Tensor | None:
+        """Back-propagate ``grad`` (d loss / d output) through the chain.
+
+        Parameter gradients are added to each parameter's ``.grad`` (created
+        when missing); noisy layers also get their ``sigma`` gradients.
+
+        Args:
+            grad: Gradient with respect to the chain's output.
+            saved: What :meth:`forward` saved.
+            output: The chain's output from that forward pass.
+            param_grads: Accumulate the parameter gradients.
+            input_grad: Return the gradient with respect to the chain's input.
+
+        Returns:
+            The input gradient when ``input_grad``, else ``None``.
+        """
+        last = len(self.layers) - 1
+        for i in range(last, -1, -1):
+            w, b, act, nz, norm = self.layers[i]
+            x, w_used, noisy, stats = saved[i]
+            h = output if i == last else saved[i + 1][0]
+            if act == "ReLU":
+                grad = _threshold_backward(grad, h, 0.0)
+            elif act == "Tanh":
+                grad = _tanh_backward(grad, h)
+            if norm is not None:
+                pre, mean, rstd = stats
+                mask = [True, param_grads, param_grads]
+                grad, grad_w, grad_b = _layer_norm_backward(
+                    grad, pre, norm.normalized_shape, mean, rstd, norm.weight, norm.bias, mask
+                )
+                if param_grads:
+                    _accumulate(norm.weight, grad_w)
+                    _accumulate(norm.bias, grad_b)
+            if param_grads:
+                if nz is None and w.grad is not None and b.grad is not None:
+                    w.grad.addmm_(grad.t(), x)
+                    b.grad.add_(grad.sum(0))
+                else:
+                    grad_weight = grad.t().mm(x)
+                    grad_bias = grad.sum(0)
+                    _accumulate(w, grad_weight)
+                    _accumulate(b, grad_bias)
+                    if nz is not None and noisy:
+                        _accumulate(nz[0], grad_weight * nz[1])
+                        _accumulate(nz[2], grad_bias * nz[3])
+            if i > 0 or input_grad:
+                grad = grad.mm(w_used)
+        return grad if input_grad else None
+
+    # --- numpy ------------------------------------------------------------------------
+    def forward_numpy(self, x: np.ndarray, noise: bool = False) -> np.ndarray:
+        """Apply the chain in numpy (CPU float32 weights, read through zero-copy views).
+
+        A 1-D ``x`` is one observation and gets a leading batch dimension.
+        """
+        layers = self._numpy_layers()
+        if x.ndim == 1:
+            x = x[None]
+        if x.dtype != np.float32:
+            x = x.astype(np.float32)
+        for wt, b, act, nz, norm in layers:
+            if nz is not None and noise:
+                wt = wt + nz[0] * nz[1]
+                b = b + nz[2] * nz[3]
+            x = x @ wt
+            x += b
+            if norm is not None:
+                weight, bias, eps = norm
+                mean = x.mean(axis=-1, keepdims=True)
+                var = x.var(axis=-1, keepdims=True)
+                x = (x - mean) / np.sqrt(var + eps) * weight + bias
+            if act == "ReLU":
+                np.maximum(x, 0.0, out=x)
+            elif act == "Tanh":
+                np.tanh(x, out=x)
+        return x
+
+    def _numpy_layers(self) -> list[tuple[Any, ...]]:
+        tensors = []
+        for w, b, _, nz, norm in self.layers:
+            tensors += [w, b, *(nz or ())]
+            if norm is not None:
+                tensors += [norm.weight, norm.bias]
+        ptrs = tuple(t.data_ptr() for t in tensors)
+        if self._numpy is None or ptrs != self._numpy_ptrs:
+
+            def view(t: torch.Tensor) -> np.ndarray:
+                array = t.detach().numpy()
+                return array.T if array.ndim == 2 else array
+
+            self._numpy = [
+                (
+                    view(w),
+                    view(b),
+                    act,
+                    None if nz is None else tuple(view(t) for t in nz),
+                    None if norm is None else (view(norm.weight), view(norm.bias), norm.eps),
+                )
+                for w, b, act, nz, norm in self.layers
+            ]
+            self._numpy_ptrs = ptrs
+        return self._numpy
+
+    @property
+    def numpy_ok(self) -> bool:
+        """True when the weights are CPU float32 tensors (numpy acting possible)."""
+        w = self.layers[0].weight
+        return w.device.type == "cpu" and w.dtype == torch.float32
+
+
+def _accumulate(param: torch.Tensor, grad: torch.Tensor) -> None:
+    if param.grad is None:
+        param.grad = grad.clone()
+    else:
+        param.grad.add_(grad)
+
+
+_CHAINS: weakref.WeakKeyDictionary[nn.Module, MLPChain | None] = weakref.WeakKeyDictionary()
+
+
+def chain_of(module: nn.Module) -> MLPChain | None:
+    """The (cached) :class:`MLPChain` of ``module``, or ``None`` when it does not qualify."""
+    try:
+        return _CHAINS[module]
+    except KeyError:
+        chain = _CHAINS[module] = MLPChain.of(module)
+        return chain
+
+
+def joined_chain(*modules: nn.Module) -> MLPChain | None:
+    """One chain running ``modules`` in sequence (for numpy acting), or ``None``."""
+    chains = [chain_of(m) for m in modules]
+    if any(c is None for c in chains):
+        return None
+    return MLPChain([layer for c in chains for layer in c.layers])
+
+
+_FAST = [True]
+
+
+@contextlib.contextmanager
+def autograd_only() -> Iterator[None]:
+    """Within this block every :class:`GradTape` uses plain autograd (parity tests)."""
+    _FAST.append(False)
+    try:
+        yield
+    finally:
+        _FAST.pop()
+
+
+class _Record(NamedTuple):
+    chain: MLPChain
+    saved: list[tuple]
+    inputs: tuple[torch.Tensor, ...]
+    output: torch.Tensor
+    param_grads: bool
+
+
+_ONE = torch.ones(())
+_set_grad_enabled = torch._C._set_grad_enabled
+
+
+def _backward(tensors: tuple[torch.Tensor, ...], grads: tuple[torch.Tensor, ...]) -> None:
+    """``torch.autograd.backward`` without its Python argument handling (~40 us per call)."""
+    try:
+        Variable._execution_engine.run_backward(tensors, grads, False, False, (), True, True)
+    except (AttributeError, TypeError):  # a torch whose private engine API differs
+        torch.autograd.backward(tensors, grads)
+
+
+def _send(inputs: torch.Tensor, grad: torch.Tensor) -> None:
+    """Hand ``grad`` (d loss / d ``inputs``) on: into a leaf's ``.grad``, or through autograd."""
+    if inputs.grad_fn is None:  # a leaf, e.g. another trunk's output
+        inputs.grad = grad if inputs.grad is None else inputs.grad + grad
+    else:
+        _backward((inputs,), (grad,))
+
+
+class GradTape:
+    """Calls networks inside a loss; :meth:`backward` gives the gradients of ``loss.backward()``.
+
+    Args:
+        fast: Use the graph-free path for qualifying modules (``False`` calls
+            every module normally: plain autograd). Defaults to ``True`` outside
+            :func:`autograd_only`.
+    """
+
+    def __init__(self, fast: bool | None = None) -> None:
+        self.fast = _FAST[-1] if fast is None else fast
+        self._records: list[_Record] = []
+
+    def __call__(
+        self, module: nn.Module, *inputs: Any, params: bool = True, **kwargs: Any
+    ) -> torch.Tensor:
+        """``module(torch.cat(inputs, -1))``, recorded for :meth:`backward` when graph-free.
+
+        Args:
+            module: The sub-network to run.
+            *inputs: Its input tensor, or several that it reads concatenated
+                along the last dimension (each may carry an autograd graph).
+            params: Whether this call's parameter gradients are wanted (``False``
+                for a critic that only passes gradients through to an actor).
+            **kwargs: Forwarded to the module (e.g. ``noise`` for noisy layers).
+        """
+        tensors = all(isinstance(x, torch.Tensor) for x in inputs)
+        chain = chain_of(module) if self.fast and tensors else None
+        if chain is None:
+            x = inputs[0] if len(inputs) == 1 else torch.cat(inputs, dim=-1)
+            return module.forward(x, **kwargs)
+        noise = bool(kwargs.get("noise", True))
+        if not torch.is_grad_enabled():
+            x = inputs[0] if len(inputs) == 1 else torch.cat(inputs, dim=-1)
+            return chain.forward(x, noise=noise)
+        saved: list[tuple] = []
+        _set_grad_enabled(False)  # cheaper than a no_grad() context on this hot path
+        try:
+            x = inputs[0] if len(inputs) == 1 else torch.cat(inputs, dim=-1)
+            out = chain.forward(x, saved, noise=noise)
+        finally:
+            _set_grad_enabled(True)
+        out.requires_grad_(True)
+        self._records.append(_Record(chain, saved, inputs, out, params))
+        return out
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """Back-propagate a scalar ``loss`` through the loss expression, then each trunk."""
+        records, self._records = self._records, []
+        one = _ONE if loss.dtype == _ONE.dtype and loss.device == _ONE.device else _ONE.to(loss)
+        _backward((loss,), (one,))
+        previous = torch.is_grad_enabled()
+        _set_grad_enabled(False)
+        try:
+            self._backward_records(records)
+        finally:
+            _set_grad_enabled(previous)
+
+    @staticmethod
+    def _backward_records(records: list[_Record]) -> None:
+        for record in reversed(records):
+            grad = record.output.grad
+            if grad is None:
+                continue
+            wanted = [x.requires_grad for x in record.inputs]
+            if not (any(wanted) or record.param_grads):
+                continue
+            grad_in = record.chain.backward(
+                grad,
+                record.saved,
+                record.output,
+                param_grads=record.param_grads,
+                input_grad=any(wanted),
+            )
+            if not any(wanted):
+                continue
+            if len(record.inputs) == 1:
+                _send(record.inputs[0], grad_in)
+                continue
+            start = 0
+            for x, want in zip(record.inputs, wanted, strict=True):
+                width = x.shape[-1]
+                if want:
+                    _send(x, grad_in[..., start : start + width])
+                start += width
+
+
+def run(module: nn.Module, x: Any, tape: GradTape | None = None, **kwargs: Any) -> Any:
+    """``module.forward(x)``, through ``tape`` when one is given."""
+    if tape is None:
+        return module.forward(x, **kwargs)
+    return tape(module, x, **kwargs)

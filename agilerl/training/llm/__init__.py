@@ -1,0 +1,1 @@
+"""LLM fine-tuning loops."""

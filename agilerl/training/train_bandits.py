@@ -1,0 +1,203 @@
+"""The contextual-bandit loop (NeuralUCB, NeuralTS): pull, store, learn every learn_step.
+
+A step is one pull: the agent sees the ``[K, K * d]`` contexts of a row
+(:mod:`agilerl.envs.bandits`), pulls an arm, gets reward 1 for the right
+class, and the pulled arm's context and reward go into the replay memory;
+every ``learn_step`` pulls it takes one gradient step on a sampled batch.
+The regret of a pull is ``1 - reward`` (the best arm always pays 1).
+
+Every ``evo_steps`` pulls per agent: greedy accuracy on ``eval_steps`` (or
+``episode_steps``) rows of an evaluation copy of the bandit (the fitness),
+``metrics.csv`` rows with the cumulative regret and the regret per pull of
+that stretch, then evolution and checkpoints as in the other loops. At the
+end ``plots/regret.png`` shows every agent's cumulative regret and reward.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agilerl.training.population_loop import PopulationLoop
+from agilerl.training.results import LoopResult
+from agilerl.training.run_context import RunContext
+
+REWARD_WINDOW = 50
+
+
+def train_bandits(
+    population: list[Any],
+    env: Any,
+    env_name: str = "",
+    algo: str = "",
+    *,
+    memory: Any,
+    max_steps: int = 10_000,
+    evo_steps: int = 500,
+    eval_steps: int | None = None,
+    eval_loop: int = 1,
+    episode_steps: int = 500,
+    target: float | None = None,
+    checkpoint: int | None = None,
+    checkpoint_path: str | None = None,
+    overwrite_checkpoints: bool = False,
+    tournament: Any = None,
+    mutation: Any = None,
+    env_factory: Any = None,
+    eval_env: Any = None,
+    run: RunContext | None = None,
+    save_memory: bool = False,
+) -> LoopResult:
+    """Train a population of contextual-bandit agents.
+
+    Args:
+        population: Agents with ``get_action(contexts, greedy=)``, ``learn``,
+            ``test``, ``batch_size`` and ``learn_step``.
+        env: A :class:`~agilerl.envs.bandits.BanditEnv` (agent 0 pulls in it).
+        env_name: Label for logs.
+        algo: Label for logs.
+        memory: Replay buffer of pulls (shared), or one per agent.
+        max_steps: Pulls per agent.
+        evo_steps: Pulls per agent between evaluations.
+        eval_steps: Rows per evaluation; ``episode_steps`` when ``None``.
+        eval_loop: Repeats of the evaluation rows.
+        episode_steps: Default rows per evaluation.
+        target: Stop when the greedy accuracy reaches this.
+        checkpoint: Population pulls between checkpoints.
+        checkpoint_path: Unused locally (checkpoints go to the run directory).
+        overwrite_checkpoints: Keep only the newest checkpoint.
+        tournament: Selection operator (evolutionary HPO).
+        mutation: Mutation operator (evolutionary HPO).
+        env_factory: ``factory(seed=)`` making the other agents' bandits; by
+            default copies of ``env`` with other seeds.
+        eval_env: Evaluation bandit; a copy of ``env`` when omitted.
+        run: Run directory, sinks, display and stop conditions.
+        save_memory: Store the replay memory in checkpoints.
+
+    Returns:
+        The population and each agent's last fitness (greedy accuracy).
+    """
+    run = run or RunContext.ephemeral()
+    make = env_factory or (lambda seed=None, num_envs=None: env.copy(seed=seed))
+    envs = [env] + [make(seed=run.seed + 1000 * i) for i in range(1, len(population))]
+    evaluation = eval_env if eval_env is not None else env.copy(seed=run.seed + 99_991)
+    shared = not isinstance(memory, list)
+    memories = [memory] if shared else list(memory)
+    loop = PopulationLoop(
+        population,
+        run,
+        max_steps=max_steps,
+        evo_steps=evo_steps,
+        target=target,
+        checkpoint_every=checkpoint,
+        label=f"{algo} {env_name}".strip(),
+    )
+    resumed = run.resume_state
+    state = resumed.extra if resumed is not None else {}
+    regret: list[float] = [float(r) for r in state.get("regret", [0.0] * len(population))]
+    curves: list[list[float]] = [
+        list(c) for c in state.get("regret_curves", [[]] * len(population))
+    ]
+    rewards: list[list[float]] = [
+        list(c) for c in state.get("reward_curves", [[]] * len(population))
+    ]
+    if resumed is not None and resumed.memory is not None:
+        for mem, mem_state in zip(memories, resumed.memory, strict=True):
+            mem.load_state_dict(mem_state)
+    if save_memory:
+        run.memory_provider = lambda: [m.state_dict() for m in memories]
+    contexts = [e.reset(seed=run.seed + 7919 * loop.generation + i) for i, e in enumerate(envs)]
+    rows = eval_steps or episode_steps
+    try:
+        while not loop.finished():
+            details = []
+            for slot, agent in enumerate(loop.population):
+                mem = memories[0 if shared else slot]
+                next_eval = loop.next_evaluation(agent)
+                stats: list[dict[str, float]] = []
+                start_regret, start_steps = regret[slot], agent.steps
+                while agent.steps < next_eval and not loop.interrupted():
+                    ctx = contexts[slot]
+                    arm = agent.get_action(ctx)
+                    contexts[slot], reward = envs[slot].step(arm)
+                    chosen = ctx[arm][None]
+                    mem.add(
+                        chosen,
+                        np.array([arm]),
+                        np.array([reward]),
+                        chosen,
+                        np.array([True]),
+                        is_vectorised=True,
+                    )
+                    regret[slot] += 1.0 - reward
+                    curves[slot].append(regret[slot])
+                    rewards[slot].append(reward)
+                    agent.steps += 1
+                    loop.advance(1)
+                    if agent.steps % agent.learn_step == 0 and len(mem) >= agent.batch_size:
+                        stats.append(agent.learn(mem.sample(agent.batch_size)))
+                pulls = agent.steps - start_steps
+                details.append(
+                    {
+                        **_mean(stats),
+                        "cumulative_regret": regret[slot],
+                        "regret_per_step": (regret[slot] - start_regret) / pulls
+                        if pulls
+                        else math.nan,
+                    }
+                )
+            run.extra_state.update(regret=list(regret), regret_curves=curves, reward_curves=rewards)
+            seed = run.seed + 31 * loop.generation
+            fitness = [
+                agent.test(evaluation, max_steps=rows, loop=eval_loop, seed=seed)
+                for agent in loop.population
+            ]
+            loop.end_generation(fitness, details)
+            if tournament is not None and mutation is not None and loop.should_evolve():
+                loop.evolve(tournament, mutation)
+            loop.after_generation()
+    finally:
+        if run.run_dir is not None:
+            plot_regret(run.run_dir.plots_dir, curves, rewards, f"{algo} {env_name}".strip())
+    return loop.finish()
+
+
+def plot_regret(
+    directory: Path, curves: list[list[float]], rewards: list[list[float]], title: str
+) -> Path | None:
+    """Cumulative regret and a moving-average reward per pull, one line per agent slot."""
+    if not any(curves):
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for slot, (curve, reward) in enumerate(zip(curves, rewards, strict=True)):
+        steps = np.arange(1, len(curve) + 1)
+        left.plot(steps, curve, label=f"agent {slot}")
+        if len(reward) >= REWARD_WINDOW:
+            window = np.ones(REWARD_WINDOW) / REWARD_WINDOW
+            right.plot(steps[REWARD_WINDOW - 1 :], np.convolve(reward, window, mode="valid"))
+    left.set(xlabel="pulls", ylabel="cumulative regret", title=title)
+    right.set(xlabel="pulls", ylabel=f"reward ({REWARD_WINDOW}-pull mean)", ylim=(-0.05, 1.05))
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+    if len(curves) > 1:
+        left.legend()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "regret.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _mean(stats: list[dict[str, float]]) -> dict[str, float]:
+    if not stats:
+        return {}
+    return {k: float(np.mean([s[k] for s in stats])) for k in stats[0]}

@@ -1,0 +1,161 @@
+"""The offline loop (CQN): learn from a fixed dataset, evaluate in the live env it names.
+
+Steps are **gradient steps**: ``max_steps`` and ``evo_steps`` count updates
+per agent (an offline agent takes no env steps while training), and
+``agent.steps`` counts its updates. Every ``evo_steps`` updates each agent
+plays ``eval_loop`` greedy episodes in the evaluation env; the run then
+records metrics, evolves (tournament + mutation, if given) and checkpoints
+like the online loops. The dataset is read once into ``memory`` and read
+again on resume (it is not stored in checkpoints).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from agilerl.arena.models.errors import ConfigError
+from agilerl.envs.offline import OfflineDataset, check_dataset, load_offline_dataset
+from agilerl.training.evaluation import eval_layout
+from agilerl.training.population_loop import PopulationLoop
+from agilerl.training.results import LoopResult
+from agilerl.training.run_context import RunContext
+
+
+def _eval_env(
+    env: Any, eval_env: Any, env_factory: Any, dataset: OfflineDataset, seed: int, copies: int
+) -> tuple[Any, bool]:
+    """The evaluation env and whether this loop owns (and closes) it."""
+    if eval_env is not None:
+        return eval_env, False
+    if env_factory is not None:
+        return env_factory(seed=seed + 99_991, num_envs=copies), True
+    if env is not None:
+        return env, False
+    if dataset.env_id is None:
+        raise ConfigError(
+            f"environment.name: dataset {dataset.source} names no env to evaluate in; "
+            "give the env (environment.name)"
+        )
+    made = gym.make_vec(dataset.env_id, num_envs=copies, vectorization_mode="sync")
+    made.reset(seed=seed + 99_991)
+    return made, True
+
+
+def train_offline(
+    population: list[Any],
+    env: Any,
+    env_name: str = "",
+    algo: str = "",
+    *,
+    memory: Any,
+    dataset: OfflineDataset | None = None,
+    minari_dataset_id: str | None = None,
+    dataset_path: str | None = None,
+    remote: bool = False,
+    max_steps: int = 10_000,
+    evo_steps: int = 1_000,
+    eval_steps: int | None = None,
+    eval_loop: int = 10,
+    target: float | None = None,
+    checkpoint: int | None = None,
+    checkpoint_path: str | None = None,
+    overwrite_checkpoints: bool = False,
+    tournament: Any = None,
+    mutation: Any = None,
+    env_factory: Any = None,
+    eval_env: Any = None,
+    run: RunContext | None = None,
+    save_memory: bool = False,
+) -> LoopResult:
+    """Train a population of offline agents from one dataset.
+
+    Args:
+        population: Agents with ``learn(batch)``, ``test`` and ``batch_size``.
+        env: The live env to evaluate in (a gymnasium vector env), or ``None``
+            to make one from the dataset's env id.
+        env_name: Label for logs.
+        algo: Label for logs.
+        memory: Replay buffer to hold the dataset (shared), or one per agent.
+        dataset: A loaded dataset; else it is read from ``minari_dataset_id``
+            or ``dataset_path``.
+        minari_dataset_id: Minari dataset id.
+        dataset_path: HDF5/.npz MDP file.
+        remote: Download a Minari dataset that is not stored locally.
+        max_steps: Gradient steps per agent.
+        evo_steps: Gradient steps per agent between evaluations.
+        eval_steps: Step cap per evaluation; ``None`` runs whole episodes.
+        eval_loop: Evaluation episodes.
+        target: Stop when an evaluation reaches this.
+        checkpoint: Population gradient steps between checkpoints.
+        checkpoint_path: Unused locally (checkpoints go to the run directory).
+        overwrite_checkpoints: Keep only the newest checkpoint.
+        tournament: Selection operator (evolutionary HPO).
+        mutation: Mutation operator (evolutionary HPO).
+        env_factory: ``factory(seed=, num_envs=)`` making the evaluation env.
+        eval_env: Evaluation env (owned by the caller).
+        run: Run directory, sinks, display and stop conditions.
+        save_memory: Ignored: the dataset is re-read on resume.
+
+    Returns:
+        The population and each agent's last fitness.
+
+    Raises:
+        ConfigError: If the dataset is missing or does not fit the env.
+    """
+    run = run or RunContext.ephemeral()
+    if dataset is None:
+        dataset = load_offline_dataset(
+            minari_dataset_id=minari_dataset_id, dataset_path=dataset_path, remote=remote
+        )
+    copies, episodes = eval_layout(eval_loop)
+    evaluation, owned = _eval_env(env, eval_env, env_factory, dataset, run.seed, copies)
+    obs_space = getattr(evaluation, "single_observation_space", evaluation.observation_space)
+    act_space = getattr(evaluation, "single_action_space", evaluation.action_space)
+    check_dataset(dataset, obs_space, act_space, env_name=env_name or None, algorithm=algo or "CQN")
+    memories = memory if isinstance(memory, list) else [memory]
+    for mem in memories:
+        if len(mem) == 0:
+            dataset.fill(mem)
+    loop = PopulationLoop(
+        population,
+        run,
+        max_steps=max_steps,
+        evo_steps=evo_steps,
+        target=target,
+        checkpoint_every=checkpoint,
+        label=f"{algo} {env_name}".strip(),
+    )
+    try:
+        while not loop.finished():
+            details = []
+            for slot, agent in enumerate(loop.population):
+                mem = memories[0 if len(memories) == 1 else slot]
+                next_eval = loop.next_evaluation(agent)
+                stats: list[dict[str, float]] = []
+                while agent.steps < next_eval and not loop.interrupted():
+                    stats.append(agent.learn(mem.sample(agent.batch_size)))
+                    agent.steps += 1
+                    loop.advance(1)
+                details.append({**_mean(stats), "dataset_size": len(mem)})
+            seed = run.seed + 31 * loop.generation
+            fitness = [
+                agent.test(evaluation, max_steps=eval_steps, loop=episodes, greedy=True, seed=seed)
+                for agent in loop.population
+            ]
+            loop.end_generation(fitness, details)
+            if tournament is not None and mutation is not None and loop.should_evolve():
+                loop.evolve(tournament, mutation)
+            loop.after_generation()
+    finally:
+        if owned:
+            evaluation.close()
+    return loop.finish()
+
+
+def _mean(stats: list[dict[str, float]]) -> dict[str, float]:
+    if not stats:
+        return {}
+    return {k: float(np.mean([s[k] for s in stats])) for k in stats[0]}

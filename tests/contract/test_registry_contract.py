@@ -1,0 +1,248 @@
+"""The contract every registered algorithm keeps, one parametrized file instead of a copy each.
+
+Specs (every registered name): the name is the registry key, dumps round-trip,
+every numeric hyperparameter has a range. Algorithms whose paradigm trains in
+this version (read from the strategy, so the list grows by itself), built
+through their builder as the trainer builds them: a wrong action space is
+refused, clones are independent, checkpoints round-trip, evaluation runs on a
+vector env, spec values reach the agent, and a NaN loss stops training with a
+clear error.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import annotated_types as at
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium.vector import AutoresetMode
+
+from agilerl.arena.models.errors import ConfigError
+from agilerl.arena.models.registry import MANIFEST_REGISTRY
+from agilerl.builders import AlgorithmBuildRuntime, select_builder
+from agilerl.evaluate import greedy_action
+from agilerl.strategies import PopulationRuntime, strategy_for
+from agilerl.trainer import LocalTrainer
+
+HERE = Path(__file__).parent
+TINY_NET = {
+    "latent_dim": 16,
+    "encoder_config": {"arch": "mlp", "hidden_size": [16]},
+    "head_config": {"hidden_size": [16]},
+}
+ENV_BY_KIND = {"discrete": "CartPole-v1", "continuous": "Pendulum-v1"}
+NAMES = MANIFEST_REGISTRY.names()
+# one name per spec class: aliases ("RainbowDQN" beside "Rainbow DQN") build the same agent
+CLASSES = {cls: name for name, cls in reversed(MANIFEST_REGISTRY.items())}
+TRAINABLE = sorted(name for cls, name in CLASSES.items() if strategy_for(cls).trainable)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+
+
+def _create(name: str, **fields: Any) -> Any:
+    spec_cls = MANIFEST_REGISTRY.get(name)
+    required = {k: 2 for k, f in spec_cls.model_fields.items() if f.is_required()}
+    return MANIFEST_REGISTRY.create(name, **{**required, **fields})
+
+
+# --- specs ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", NAMES)
+def test_name_is_the_registry_key_and_dumps_round_trip(name: str) -> None:
+    spec = _create(name)
+    assert spec.name == name
+    dumped = spec.model_dump()
+    assert type(spec).model_validate(dumped).model_dump() == dumped
+    assert type(spec).model_validate_json(spec.model_dump_json()).model_dump() == dumped
+
+
+def _numeric(annotation: Any) -> bool:
+    text = str(annotation)
+    return ("int" in text or "float" in text) and "tuple" not in text and "dict" not in text
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_numeric_hyperparameter_has_a_range(name: str) -> None:
+    spec_cls = MANIFEST_REGISTRY.get(name)
+    unbounded = []
+    for field, info in spec_cls.model_fields.items():
+        if not _numeric(info.annotation):
+            continue
+        if not any(isinstance(m, at.Ge | at.Gt) for m in info.metadata):
+            unbounded.append(field)
+        rate = field.startswith("lr") or field in ("tau", "gamma", "gae_lambda", "clip_coef")
+        if rate and not any(isinstance(m, at.Le | at.Lt) for m in info.metadata):
+            unbounded.append(f"{field} (no upper bound)")
+    assert not unbounded, f"{name}: {unbounded}"
+
+
+# --- agents of the paradigms that train -----------------------------------------------------
+def _spec(name: str, **fields: Any) -> Any:
+    return _create(name, net_config=TINY_NET, **fields)
+
+
+def _kind(spec: Any) -> str:
+    return "discrete" if "discrete" in spec.action_space_kinds else "continuous"
+
+
+def _env(spec: Any, num_envs: int = 2) -> gym.vector.VectorEnv:
+    return gym.make_vec(
+        ENV_BY_KIND[_kind(spec)],
+        num_envs,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+    )
+
+
+def _build(spec: Any, env: gym.vector.VectorEnv, index: int = 0) -> Any:
+    try:
+        return select_builder(spec).build(
+            spec,
+            env.single_observation_space,
+            env.single_action_space,
+            runtime=AlgorithmBuildRuntime(index=index, total_steps=10_000),
+        )
+    except NotImplementedError as exc:
+        pytest.skip(f"{spec.name}: {exc}")
+
+
+def _params(agent: Any) -> list[torch.Tensor]:
+    return [
+        p.detach().clone()
+        for name in agent.network_names
+        for p in getattr(agent, name).parameters()
+    ]
+
+
+def _hp(agent: Any, field: str) -> Any:
+    spec = getattr(agent, "spec", None)
+    return getattr(spec, field) if spec is not None else getattr(agent, field)
+
+
+def _obs(env: gym.vector.VectorEnv, n: int = 8) -> np.ndarray:
+    space = env.single_observation_space
+    space.seed(3)
+    return np.stack([space.sample() for _ in range(n)])
+
+
+@pytest.mark.parametrize("name", TRAINABLE)
+def test_an_action_space_it_cannot_act_in_is_refused(name: str, tmp_path: Path) -> None:
+    spec = _spec(name)
+    wrong = "continuous" if _kind(spec) == "discrete" else "discrete"
+    if wrong in spec.action_space_kinds:
+        pytest.skip(f"{name} acts in every action space")
+    with pytest.raises(ConfigError, match="action space"):  # a known env: refused by the manifest
+        LocalTrainer({"name": name}, ENV_BY_KIND[wrong], run_dir=tmp_path / "r", verbose=False)
+    trainer = LocalTrainer(  # an env the manifest cannot see into: refused when building
+        {"name": name},
+        {"name": "Nan-v0", "entrypoint": f"nan_envs:{wrong}", "path": str(HERE)},
+        run_dir=tmp_path / "run",
+        verbose=False,
+    )
+    envs = trainer.strategy.make_envs(trainer.manifest, seed=0)
+    try:
+        with pytest.raises(ConfigError, match="action space"):
+            trainer.strategy.build_population(
+                trainer.spec, trainer.builder, envs, PopulationRuntime(1, 0, "cpu", 1000)
+            )
+    finally:
+        envs.close()
+
+
+@pytest.mark.parametrize("name", TRAINABLE)
+def test_clone_is_an_independent_copy(name: str) -> None:
+    spec = _spec(name)
+    env = _env(spec)
+    agent = _build(spec, env)
+    clone = agent.clone(index=7)
+    assert clone.index == 7 and type(clone) is type(agent)
+    before = _params(clone)
+    assert all(torch.equal(a, b) for a, b in zip(before, _params(agent), strict=True))
+    with torch.no_grad():
+        for name_ in agent.network_names:
+            for p in getattr(agent, name_).parameters():
+                p.add_(1.0)
+    assert all(torch.equal(a, b) for a, b in zip(before, _params(clone), strict=True))
+    env.close()
+
+
+@pytest.mark.parametrize("name", TRAINABLE)
+def test_checkpoint_round_trips_with_weights_only(name: str, tmp_path: Path) -> None:
+    from agilerl.algorithms.core.base import EvolvableAlgorithm
+
+    spec = _spec(name)
+    env = _env(spec)
+    agent = _build(spec, env)
+    path = tmp_path / "agent.pt"
+    agent.save_checkpoint(path)
+    state = torch.load(path, weights_only=True)
+    assert set(agent.network_names) <= set(state["networks"])
+    loaded = EvolvableAlgorithm.load(path)
+    assert type(loaded) is type(agent)
+    for a, b in zip(_params(agent), _params(loaded), strict=True):
+        assert torch.equal(a, b)
+    for obs in _obs(env):
+        np.testing.assert_array_equal(greedy_action(loaded, obs), greedy_action(agent, obs))
+    env.close()
+
+
+@pytest.mark.parametrize("name", TRAINABLE)
+def test_evaluation_on_a_vector_env_records_fitness(name: str) -> None:
+    spec = _spec(name)
+    env = _env(spec, num_envs=3)
+    agent = _build(spec, env)
+    score = agent.test(env, max_steps=60, loop=1, seed=0)
+    assert math.isfinite(score) and agent.fitness == [score]
+    env.close()
+
+
+@pytest.mark.parametrize("name", TRAINABLE)
+def test_spec_values_reach_the_agent(name: str) -> None:
+    spec_cls = MANIFEST_REGISTRY.get(name)
+    changed = {}
+    for field in ("batch_size", "learn_step", "gamma", "lr", "lr_actor", "tau"):
+        info = spec_cls.model_fields.get(field)
+        if info is not None:
+            default = info.default
+            changed[field] = default * 2 if isinstance(default, int) else default / 2
+    spec = _spec(name, **changed)
+    env = _env(spec)
+    agent = _build(spec, env)
+    for field, value in changed.items():
+        got = _hp(agent, field)
+        # PPO splits learn_step over the vector envs; the spec keeps the total
+        assert got == pytest.approx(value) or field == "learn_step", (field, got, value)
+    env.close()
+
+
+@pytest.mark.parametrize("name", TRAINABLE)
+def test_a_nan_loss_stops_training_with_a_clear_error(name: str, tmp_path: Path) -> None:
+    spec_cls = MANIFEST_REGISTRY.get(name)
+    env = _env(_spec(name))
+    _build(_spec(name), env)  # skips an algorithm that is not implemented yet
+    env.close()
+    kind = "discrete" if "discrete" in spec_cls.action_space_kinds else "continuous"
+    on_policy = "update_epochs" in spec_cls.model_fields
+    fields = {"batch_size": 16} | ({"learn_step": 32} if on_policy else {})
+    trainer = LocalTrainer(
+        {"name": name, **fields},
+        {"name": "Nan-v0", "entrypoint": f"nan_envs:{kind}", "path": str(HERE), "num_envs": 2},
+        {"max_steps": 512, "evo_steps": 256, "eval_steps": 5, "checkpoint_steps": 256},
+        network=TINY_NET,
+        replay_buffer={"max_size": 1000},
+        run_dir=tmp_path / "run",
+        verbose=False,
+    )
+    with pytest.raises(ConfigError, match="diverged") as error:
+        trainer.train()
+    named = re.findall(r"algorithm\.(\w+)", str(error.value))
+    assert named and all(field in spec_cls.model_fields for field in named), str(error.value)

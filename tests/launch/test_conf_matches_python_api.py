@@ -1,0 +1,90 @@
+"""train.py and the Python API train the same agent: conf restates no spec default.
+
+For every registered algorithm conf x every env conf it can train on, without
+a ``conf/tuned/`` preset for the pair, the manifest Hydra composes equals the
+one ``LocalTrainer(algorithm=<name>, environment=<env conf>)`` validates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agilerl.arena.models.algorithms import LLMAlgorithmSpec
+from agilerl.arena.models.errors import ConfigError
+from agilerl.arena.models.registry import MANIFEST_REGISTRY
+from agilerl.launch.compose import build_manifest
+from agilerl.trainer import LocalTrainer
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+
+
+def _yaml(path: Path) -> dict:
+    return yaml.safe_load(path.read_text()) or {}
+
+
+def _pairs() -> list[tuple[str, str]]:
+    pairs = []
+    for algorithm in sorted(CONF.glob("algorithm/*.yaml")):
+        spec_cls = MANIFEST_REGISTRY.get(_yaml(algorithm)["name"])
+        for env in sorted(CONF.glob("env/*.yaml")):
+            env_section = _yaml(env)
+            kind_fits = env_section.get("env_type", "gym") == spec_cls.env_type
+            objective = env_section.get("objective", spec_cls.objective)
+            kind_fits = kind_fits and (spec_cls.objective in (None, objective))
+            tuned = CONF / "tuned" / f"{algorithm.stem}_{env.stem}.yaml"
+            if kind_fits and not tuned.exists():
+                pairs.append((algorithm.stem, env.stem))
+    return pairs
+
+
+PAIRS = _pairs()
+
+
+def test_every_algorithm_conf_holds_only_its_name_and_required_fields() -> None:
+    for path in sorted(CONF.glob("algorithm/*.yaml")):
+        section = _yaml(path)
+        spec_cls = MANIFEST_REGISTRY.get(section["name"])
+        extra = {k for k in section if k != "name" and not spec_cls.model_fields[k].is_required()}
+        assert not extra, f"{path.name} restates {sorted(extra)}: move them to conf/tuned/"
+
+
+@pytest.mark.parametrize(("algorithm", "env"), PAIRS, ids=[f"{a}-{e}" for a, e in PAIRS])
+def test_composed_manifest_equals_the_python_api_manifest(
+    compose, algorithm: str, env: str, tmp_path: Path
+) -> None:
+    section = _yaml(CONF / "algorithm" / f"{algorithm}.yaml")
+    spec_cls = MANIFEST_REGISTRY.get(section["name"])
+    llm = issubclass(spec_cls, LLMAlgorithmSpec)
+    overrides = [f"algorithm={algorithm}", f"env={env}"] + (["network=llm_lora"] if llm else [])
+    try:
+        composed, _ = build_manifest(compose(*overrides))
+    except ConfigError as exc:
+        if "action space" in str(exc):
+            pytest.skip(f"{algorithm} cannot act in {env}")
+        raise
+    required = {k: v for k, v in section.items() if k != "name"}
+    trainer = LocalTrainer(
+        algorithm={"name": section["name"], **required},
+        environment=_yaml(CONF / "env" / f"{env}.yaml"),
+        network=_yaml(CONF / "network" / "llm_lora.yaml") if llm else None,
+        run_dir=tmp_path,
+        verbose=False,
+    )
+    assert composed.to_dict() == trainer.manifest.to_dict()
+    assert (
+        composed.algorithm_with_network().model_dump()
+        == trainer.manifest.algorithm_with_network().model_dump()
+    )
+
+
+@pytest.mark.parametrize("name", ["auto", "mlp"])
+def test_default_network_confs_restate_no_spec_default(name: str) -> None:
+    from agilerl.arena.models.networks import NetworkSpec
+
+    section = _yaml(CONF / "network" / f"{name}.yaml")
+    arch = (section.get("encoder_config") or {}).get("arch")
+    bare = NetworkSpec.model_validate({"encoder_config": {"arch": arch}} if arch else {})
+    assert NetworkSpec.model_validate(section).model_dump() == bare.model_dump()

@@ -1,0 +1,42 @@
+"""Every conf/experiment preset: trained for a few steps if its paradigm trains, else refused.
+
+Whether an experiment trains is read from its strategy (``trainable``), so a
+paradigm that lands in a later version is smoke-trained here without editing
+this file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agilerl.arena.models.errors import ConfigError
+from agilerl.launch.compose import build_manifest
+from agilerl.strategies import select_strategy
+from agilerl.trainer import LocalTrainer
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+SMOKE = (
+    "training.max_steps=512",
+    "training.evo_steps=256",
+    "training.eval_steps=50",
+    "training.eval_loop=1",
+    "training.pop_size=1",
+)
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_experiment_trains_or_is_refused_cleanly(compose, tmp_path: Path, experiment: str) -> None:
+    manifest, _ = build_manifest(compose(f"experiment={experiment}", *SMOKE))
+    trainer = LocalTrainer.from_manifest(manifest, run_dir=tmp_path / "run", verbose=False)
+    strategy = select_strategy(trainer.spec)
+    if not strategy.trainable:
+        with pytest.raises(ConfigError, match="not available in this version"):
+            trainer.train()
+        assert not (tmp_path / "run").exists()
+        pytest.skip(f"{experiment}: {strategy.unavailable_reason(trainer.spec)}")
+    population, fitnesses = trainer.train()
+    assert len(population) == 1 and len(fitnesses) == 1
+    assert (tmp_path / "run" / "summary.json").exists()

@@ -1,0 +1,77 @@
+"""experiment=sft_chat and experiment=dpo_preference train for real on the tiny model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agilerl.arena.models.errors import ConfigError
+from agilerl.arena.models.manifest import TrainingManifest
+from agilerl.launch.compose import split_config
+from agilerl.llm.run import run_llm_dataset
+
+pytestmark = pytest.mark.llm
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("experiment", ["sft_chat", "dpo_preference"])
+def test_experiment_trains_and_writes_a_run_directory(
+    compose, tmp_path: Path, tiny_model_dir: Path, experiment: str
+) -> None:
+    cfg = compose(
+        f"experiment={experiment}",
+        f"network.pretrained_model_name_or_path={tiny_model_dir}",
+        "network.max_context_length=64",
+        "algorithm.batch_size=4",
+        "algorithm.lr=0.003",
+        "algorithm.gradient_checkpointing=false",
+        "training.max_steps=2",
+        "training.evaluation_interval=2",
+    )
+    manifest = TrainingManifest.from_dict(split_config(cfg)[0])
+    assert manifest.algorithm.max_model_len == 64
+    population, _ = run_llm_dataset(manifest, tmp_path, base_dir=REPO)
+    assert population[0].num_updates == 2
+    rows = (tmp_path / "metrics.csv").read_text().splitlines()
+    assert len(rows) == 2 and "loss" in rows[0]
+    if experiment == "dpo_preference":
+        assert "reward_accuracy" in rows[0]
+    assert (tmp_path / "checkpoints" / "step_000000000002" / "adapter_0").is_dir()
+
+
+def test_missing_local_model_names_the_fix(compose, tmp_path: Path) -> None:
+    cfg = compose(
+        "experiment=sft_chat", f"network.pretrained_model_name_or_path={tmp_path}/missing"
+    )
+    manifest = TrainingManifest.from_dict(split_config(cfg)[0])
+    with pytest.raises(ConfigError, match="make_tiny_llm"):
+        run_llm_dataset(manifest, tmp_path / "run", base_dir=REPO)
+
+
+def test_strategy_loop_takes_the_trainer_call(make_spec, make_env, tokenizer) -> None:
+    from agilerl.arena.models.env import LLMEnvSpec
+    from agilerl.arena.models.training import TrainingSpec
+    from agilerl.builders.llm import LLMBuilder
+    from agilerl.strategies import select_strategy
+    from agilerl.training.run_context import RunContext
+
+    spec = make_spec("SFT", batch_size=4)
+    strategy = select_strategy(spec)
+    training = TrainingSpec(num_epochs=1, evaluation_interval=1, max_steps=2)
+    env_spec = LLMEnvSpec(env_type="dataset", objective="sft", dataset="data/sft.jsonl")
+    kwargs = strategy.get_trainer_kwargs(spec, training=training, env_spec=env_spec)
+    assert kwargs["checkpoint_export"].format == "adapter" and kwargs["hpo"] is False
+    loop = strategy.get_training_loop(spec)
+    env = make_env("sft")
+    env.test.rows = env.test.rows[:4]
+    agent = LLMBuilder.build(spec, tokenizer=tokenizer)
+    from agilerl.logging.progress import TrainingProgress
+
+    run = RunContext.ephemeral()
+    run.progress = TrainingProgress(2, "sft", enabled=False)
+    population, fitnesses = loop(
+        [agent], env, max_steps=2, evo_steps=2, env_factory=None, run=run, **kwargs
+    )
+    assert population[0].num_updates == 2 and fitnesses[0] < 0
+    assert run.extra_state["summary"]["status"] == "finished"

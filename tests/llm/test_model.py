@@ -1,0 +1,42 @@
+"""Log-prob helpers: position ids under left padding, head only on the completion."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.llm
+
+
+def test_sequence_logprobs_match_a_full_log_softmax(make_env, tiny_model_dir) -> None:
+    from agilerl.llm.model import load_causal_lm, sequence_logprobs
+
+    env = make_env("preference")
+    batch = env.collate(env.test.rows[:4])
+    model = load_causal_lm(tiny_model_dir).eval()
+    with torch.no_grad():
+        logps, mask = sequence_logprobs(
+            model, batch["input_ids"], batch["attention_mask"], batch["loss_mask"]
+        )
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    full = torch.log_softmax(logits[:, :-1], -1).gather(-1, batch["input_ids"][:, 1:, None])[..., 0]
+    expected = (full * batch["loss_mask"][:, 1:]).sum(-1)
+    assert mask.shape[1] < batch["input_ids"].shape[1] - 1  # the prompt is skipped
+    assert torch.allclose(logps.sum(-1), expected, atol=1e-5)
+    assert torch.equal(mask.sum(-1), batch["loss_mask"][:, 1:].sum(-1).float())
+
+
+def test_left_padding_with_position_ids_matches_unpadded(tokenizer, tiny_model_dir) -> None:
+    from agilerl.llm.model import load_causal_lm, position_ids_from_mask
+
+    model = load_causal_lm(tiny_model_dir).eval()
+    ids = tokenizer("What colour is the apple?", add_special_tokens=False)["input_ids"]
+    pad = tokenizer.pad_token_id
+    padded = torch.tensor([[pad] * 3 + ids])
+    mask = torch.tensor([[0] * 3 + [1] * len(ids)])
+    with torch.no_grad():
+        alone = model(input_ids=torch.tensor([ids])).logits[0]
+        left = model(
+            input_ids=padded, attention_mask=mask, position_ids=position_ids_from_mask(mask)
+        ).logits[0, 3:]
+    assert torch.allclose(alone, left, atol=1e-5)
