@@ -162,8 +162,12 @@ def greedy_action(agent: Any, obs: Any) -> Any:
 
     Uses the uniform ``act(obs, greedy=True)`` where the agent has it; older
     agents' ``get_action`` returns either the action batch (off-policy) or a
-    tuple whose first item is it (PPO), and both are accepted.
+    tuple whose first item is it (PPO), and both are accepted. An agent whose
+    ``acts_on_batches`` is false (a contextual bandit: ``obs`` is one step's
+    ``[K, K * d]`` arm contexts) gets ``obs`` as it is and returns one action.
     """
+    if not getattr(agent, "acts_on_batches", True):
+        return np.asarray(agent.act(obs, greedy=True))
     batch = _batch(obs)
     act = getattr(agent, "act", None)
     out = act(batch, greedy=True) if callable(act) else agent.get_action(batch, greedy=True)

@@ -43,8 +43,6 @@ def scripted_cartpole(obs: np.ndarray) -> int:
 
 def checkpoint_policy(path: str | Path) -> Policy:
     """The greedy policy of a saved agent (a run directory or an ``agent_*.pt`` file)."""
-    import torch
-
     path = Path(path)
     if path.is_dir():
         pointer = path / "checkpoints" / "latest"
@@ -53,15 +51,12 @@ def checkpoint_policy(path: str | Path) -> Policy:
         path = path / "checkpoints" / pointer.read_text().strip() / "agent_0.pt"
     if not path.is_file():
         raise ConfigError(f"--policy: {path} does not exist")
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    if "spec" in state:
-        from agilerl.algorithms.cqn import CQN
+    from agilerl.algorithms.core.base import EvolvableAlgorithm
 
-        agent: Any = CQN.from_state_dict(state)
-    else:
-        from agilerl.algorithms.core.base import EvolvableAlgorithm
-
-        agent = EvolvableAlgorithm._from_state(state, "cpu")
+    try:
+        agent: Any = EvolvableAlgorithm.load(path, device="cpu")
+    except ValueError as exc:
+        raise ConfigError(f"--policy: {exc}") from None
 
     def act(obs: np.ndarray) -> int:
         action = agent.get_action(obs[None], greedy=True)

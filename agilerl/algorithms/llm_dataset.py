@@ -106,12 +106,9 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
         index: int = 0,
         device: str | torch.device = "cpu",
     ) -> None:
-        super().__init__(index=index, device=device)
-        if not isinstance(spec, self.spec_class):
-            raise TypeError(f"{type(self).__name__} needs a {self.spec_class.__name__}")
+        super().__init__(spec, index=index, device=device)
         if tokenizer is None:
             raise ValueError(f"{type(self).__name__} needs a tokenizer")
-        self.spec = spec
         self.tokenizer = tokenizer
         _warn_unused(spec)
         self.adapter_name = ACTOR_ADAPTER if index == 0 else f"agent_{index}"

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from agilerl.arena.models.algorithms import AlgorithmSpec
 from agilerl.arena.models.env import EnvSpecBase
+from agilerl.arena.models.errors import ConfigError
 from agilerl.arena.models.training import TrainingSpec
-from agilerl.strategies.base import TrainingLoop, TrainingStrategy
+from agilerl.strategies.base import EnvSetup, PopulationRuntime, TrainingLoop, TrainingStrategy
+
+if TYPE_CHECKING:
+    from agilerl.arena.models.manifest import TrainingManifest
 
 _IGNORED_BY_LLM_LOOPS = (
     "target_score",
@@ -89,6 +94,43 @@ class LLMDatasetStrategy(LLMStrategy):
     default_loop: ClassVar[str | TrainingLoop | None] = (
         "agilerl.training.llm.train_llm_dataset:train_llm_dataset"
     )
+
+    def make_envs(self, manifest: TrainingManifest, *, seed: int) -> EnvSetup:
+        """The tokenizer of the model and the dataset env (train and held-out rows).
+
+        Raises:
+            ConfigError: If the llm extra is missing, or the model or dataset cannot be read.
+        """
+        try:
+            from agilerl.llm.datasets import load_dataset_env
+            from agilerl.llm.model import load_tokenizer
+        except ImportError as exc:
+            raise ConfigError(
+                f"algorithm: {manifest.algorithm.name} needs the llm extra ({exc.name} is "
+                "missing): pip install -e '.[llm]'"
+            ) from None
+        spec = manifest.algorithm
+        path = Path(spec.pretrained_model_name_or_path or "")
+        if not path.exists() and (path.is_absolute() or str(path).startswith(("models", "."))):
+            raise ConfigError(
+                f"network.pretrained_model_name_or_path: {path} does not exist; build the "
+                "tiny model with python scripts/make_tiny_llm.py or point at a local model folder"
+            )
+        tokenizer = load_tokenizer(path, padding_side="right")
+        env = load_dataset_env(
+            manifest.environment, tokenizer, max_model_len=spec.max_model_len, seed=spec.seed
+        )
+        return EnvSetup(env, None, tokenizer, None)
+
+    def build_population(
+        self, spec: AlgorithmSpec, builder: Any, envs: EnvSetup, runtime: PopulationRuntime
+    ) -> list[Any]:
+        """``pop_size`` adapters on one shared base model (the tokenizer rides in ``envs``)."""
+        from agilerl.llm.evolution import population_on_one_base
+
+        return population_on_one_base(
+            spec, envs.observation_space, runtime.pop_size, device=runtime.device, builder=builder
+        )
 
     def get_trainer_kwargs(
         self,

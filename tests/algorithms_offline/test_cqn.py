@@ -78,7 +78,7 @@ def test_checkpoint_records_the_spec_and_loads_weights_only(tmp_path) -> None:
     torch.save(agent.state_dict(), tmp_path / "a.pt")
     state = torch.load(tmp_path / "a.pt", weights_only=True)
     assert state["spec"]["conservative_weight"] == 0.5 and state["spec"]["double"] is True
-    restored = CQN.from_state_dict(state)
+    restored = CQN._from_state(state, "cpu")
     obs = torch.as_tensor(_batch()["obs"])
     torch.testing.assert_close(restored.actor(obs), agent.actor(obs))
     assert (restored.steps, restored.fitness) == (7, [12.0])
@@ -131,8 +131,8 @@ def test_train_offline_writes_metrics_and_checkpoints_and_resumes(tmp_path, smal
     assert [int(r["step"]) for r in rows] == [60, 60, 120, 120]
     assert {"loss", "conservative_loss", "dataset_size"} <= set(rows[0])
     states, loop_state, _ = CheckpointManager(run_dir.checkpoints_dir).load_latest()
-    assert loop_state["total_steps"] == 120
-    resumed = [CQN.from_state_dict(s) for s in states]
+    assert loop_state.total_steps == 120
+    resumed = [CQN._from_state(s, "cpu") for s in states]
     assert [a.steps for a in resumed] == [60, 60]
     resumed, _ = train_offline(
         resumed, env, "CartPole-v1", "CQN", memory=_memory(), dataset=small_dataset,

@@ -100,7 +100,7 @@ def test_checkpoint_keeps_the_covariance_and_spec(tmp_path) -> None:
         contexts, _ = env.step(agent.get_action(contexts))
     torch.save(agent.state_dict(), tmp_path / "a.pt")
     state = torch.load(tmp_path / "a.pt", weights_only=True)
-    restored = NeuralTS.from_state_dict(state)
+    restored = NeuralTS._from_state(state, "cpu")
     assert restored.spec.model_dump() == agent.spec.model_dump()
     assert torch.equal(restored.sigma_inv, agent.sigma_inv)
     assert restored.get_action(contexts) == agent.get_action(contexts)  # same TS draws
@@ -128,8 +128,8 @@ def test_train_bandits_writes_regret_metrics_plot_and_resumes(tmp_path) -> None:
     assert per_step == pytest.approx((regret[2] - regret[0]) / 30)
     assert (run_dir.plots_dir / "regret.png").stat().st_size > 1000
     states, loop_state, _ = CheckpointManager(run_dir.checkpoints_dir).load_latest()
-    assert len(loop_state["regret_curves"][0]) == 60
-    resumed = [NeuralUCB.from_state_dict(s) for s in states]
+    assert len(loop_state.extra["regret_curves"][0]) == 60
+    resumed = [NeuralUCB._from_state(s, "cpu") for s in states]
     train_bandits(
         resumed, env, "IRIS", "NeuralUCB", memory=_memory(env),
         max_steps=90, evo_steps=30, eval_steps=40, run=context(loop_state),

@@ -4,9 +4,13 @@ Specs (every registered name): the name is the registry key, dumps round-trip,
 every numeric hyperparameter has a range. Algorithms whose paradigm trains in
 this version (read from the strategy, so the list grows by itself), built
 through their builder as the trainer builds them: a wrong action space is
-refused, clones are independent, checkpoints round-trip, evaluation runs on a
-vector env, spec values reach the agent, and a NaN loss stops training with a
-clear error.
+refused, clones are independent, checkpoints round-trip, evaluation in the
+paradigm's env records fitness, spec values reach the agent, and a NaN loss
+stops training with a clear error.
+
+Each paradigm is checked in its own env: gym vector envs for on-/off-policy,
+the same for offline RL (its evaluation env) with a dataset recorded by this
+file, and a :class:`~agilerl.envs.bandits.BanditEnv` (Iris) for the bandits.
 """
 
 from __future__ import annotations
@@ -23,11 +27,17 @@ import pytest
 import torch
 from gymnasium.vector import AutoresetMode
 
+from agilerl.arena.models.algorithms import LLMAlgorithmSpec
+from agilerl.arena.models.env import BanditEnvSpec
 from agilerl.arena.models.errors import ConfigError
 from agilerl.arena.models.registry import MANIFEST_REGISTRY
 from agilerl.builders import AlgorithmBuildRuntime, select_builder
+from agilerl.envs.bandits import BanditEnv, make_bandit_env
+from agilerl.envs.offline import Episode, write_mdp_file
 from agilerl.evaluate import greedy_action
 from agilerl.strategies import PopulationRuntime, strategy_for
+from agilerl.strategies.bandit import BanditStrategy
+from agilerl.strategies.offline import OfflineStrategy
 from agilerl.trainer import LocalTrainer
 
 HERE = Path(__file__).parent
@@ -40,7 +50,16 @@ ENV_BY_KIND = {"discrete": "CartPole-v1", "continuous": "Pendulum-v1"}
 NAMES = MANIFEST_REGISTRY.names()
 # one name per spec class: aliases ("RainbowDQN" beside "Rainbow DQN") build the same agent
 CLASSES = {cls: name for name, cls in reversed(MANIFEST_REGISTRY.items())}
-TRAINABLE = sorted(name for cls, name in CLASSES.items() if strategy_for(cls).trainable)
+# LLM algorithms fine-tune a language model on text, not an agent in an env: tests/llm checks them
+TRAINABLE = sorted(
+    name
+    for cls, name in CLASSES.items()
+    if strategy_for(cls).trainable and not issubclass(cls, LLMAlgorithmSpec)
+)
+
+
+def _is(name: str, strategy: type) -> bool:
+    return isinstance(strategy_for(MANIFEST_REGISTRY.get(name)), strategy)
 
 
 @pytest.fixture(autouse=True)
@@ -94,7 +113,10 @@ def _kind(spec: Any) -> str:
     return "discrete" if "discrete" in spec.action_space_kinds else "continuous"
 
 
-def _env(spec: Any, num_envs: int = 2) -> gym.vector.VectorEnv:
+def _env(spec: Any, num_envs: int = 2) -> gym.vector.VectorEnv | BanditEnv:
+    """The env the paradigm acts in: a bandit over Iris, else a gym vector env."""
+    if _is(spec.name, BanditStrategy):
+        return make_bandit_env(BanditEnvSpec(name="IRIS", dataset="iris"), seed=0)
     return gym.make_vec(
         ENV_BY_KIND[_kind(spec)],
         num_envs,
@@ -103,7 +125,7 @@ def _env(spec: Any, num_envs: int = 2) -> gym.vector.VectorEnv:
     )
 
 
-def _build(spec: Any, env: gym.vector.VectorEnv, index: int = 0) -> Any:
+def _build(spec: Any, env: Any, index: int = 0) -> Any:
     try:
         return select_builder(spec).build(
             spec,
@@ -128,23 +150,62 @@ def _hp(agent: Any, field: str) -> Any:
     return getattr(spec, field) if spec is not None else getattr(agent, field)
 
 
-def _obs(env: gym.vector.VectorEnv, n: int = 8) -> np.ndarray:
+def _obs(env: Any, n: int = 8) -> list[Any]:
+    """``n`` single observations (for a bandit: the arm contexts of ``n`` steps)."""
+    if isinstance(env, BanditEnv):
+        contexts = [env.reset(seed=3)]
+        while len(contexts) < n:
+            contexts.append(env.step(0)[0])
+        return contexts
     space = env.single_observation_space
     space.seed(3)
-    return np.stack([space.sample() for _ in range(n)])
+    return [space.sample() for _ in range(n)]
+
+
+def _nan_env_section(name: str, kind: str, tmp_path: Path, **extra: Any) -> dict[str, Any]:
+    """The ``nan_envs`` env; for offline RL with a dataset recorded in it (NaN rewards too)."""
+    section = {"name": "Nan-v0", "entrypoint": f"nan_envs:{kind}", "path": str(HERE), **extra}
+    if _is(name, OfflineStrategy):
+        section |= {"env_type": "offline", "dataset_path": str(_nan_dataset(tmp_path))}
+    return section
+
+
+def _nan_dataset(tmp_path: Path) -> Path:
+    """200 random-action steps of ``nan_envs.discrete`` (rewards NaN from step 41 on)."""
+    import nan_envs
+
+    env = nan_envs.discrete()
+    env.action_space.seed(0)
+    obs, _ = env.reset(seed=0)
+    observations, actions, rewards = [obs], [], []
+    for _ in range(200):
+        action = env.action_space.sample()
+        obs, reward, _, _, _ = env.step(action)
+        observations.append(obs)
+        actions.append(action)
+        rewards.append(reward)
+    episode = Episode(np.stack(observations), np.array(actions), np.array(rewards), False)
+    return write_mdp_file(tmp_path / "nan.npz", [episode], env_id="Nan-v0")
 
 
 @pytest.mark.parametrize("name", TRAINABLE)
 def test_an_action_space_it_cannot_act_in_is_refused(name: str, tmp_path: Path) -> None:
+    if _is(name, BanditStrategy):
+        pytest.skip(
+            "a bandit's action space is Discrete(arms) of its table; no bandit env has another"
+        )
     spec = _spec(name)
     wrong = "continuous" if _kind(spec) == "discrete" else "discrete"
     if wrong in spec.action_space_kinds:
         pytest.skip(f"{name} acts in every action space")
+    known: dict[str, Any] = {"name": ENV_BY_KIND[wrong]}
+    if _is(name, OfflineStrategy):
+        known |= {"env_type": "offline", "dataset_path": str(_nan_dataset(tmp_path))}
     with pytest.raises(ConfigError, match="action space"):  # a known env: refused by the manifest
-        LocalTrainer({"name": name}, ENV_BY_KIND[wrong], run_dir=tmp_path / "r", verbose=False)
+        LocalTrainer({"name": name}, known, run_dir=tmp_path / "r", verbose=False)
     trainer = LocalTrainer(  # an env the manifest cannot see into: refused when building
         {"name": name},
-        {"name": "Nan-v0", "entrypoint": f"nan_envs:{wrong}", "path": str(HERE)},
+        _nan_env_section(name, wrong, tmp_path),
         run_dir=tmp_path / "run",
         verbose=False,
     )
@@ -196,12 +257,14 @@ def test_checkpoint_round_trips_with_weights_only(name: str, tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("name", TRAINABLE)
-def test_evaluation_on_a_vector_env_records_fitness(name: str) -> None:
+def test_evaluation_in_its_env_records_fitness(name: str) -> None:
     spec = _spec(name)
     env = _env(spec, num_envs=3)
     agent = _build(spec, env)
     score = agent.test(env, max_steps=60, loop=1, seed=0)
     assert math.isfinite(score) and agent.fitness == [score]
+    if isinstance(env, BanditEnv):  # the mean reward of greedy pulls
+        assert 0.0 <= score <= 1.0
     env.close()
 
 
@@ -228,14 +291,17 @@ def test_spec_values_reach_the_agent(name: str) -> None:
 def test_a_nan_loss_stops_training_with_a_clear_error(name: str, tmp_path: Path) -> None:
     spec_cls = MANIFEST_REGISTRY.get(name)
     env = _env(_spec(name))
-    _build(_spec(name), env)  # skips an algorithm that is not implemented yet
+    agent = _build(_spec(name), env)  # skips an algorithm that is not implemented yet
+    if _is(name, BanditStrategy):
+        _bandit_nan_loss_is_refused(agent, env)
+        return
     env.close()
     kind = "discrete" if "discrete" in spec_cls.action_space_kinds else "continuous"
     on_policy = "update_epochs" in spec_cls.model_fields
     fields = {"batch_size": 16} | ({"learn_step": 32} if on_policy else {})
     trainer = LocalTrainer(
         {"name": name, **fields},
-        {"name": "Nan-v0", "entrypoint": f"nan_envs:{kind}", "path": str(HERE), "num_envs": 2},
+        _nan_env_section(name, kind, tmp_path, num_envs=2),
         {"max_steps": 512, "evo_steps": 256, "eval_steps": 5, "checkpoint_steps": 256},
         network=TINY_NET,
         replay_buffer={"max_size": 1000},
@@ -246,3 +312,17 @@ def test_a_nan_loss_stops_training_with_a_clear_error(name: str, tmp_path: Path)
         trainer.train()
     named = re.findall(r"algorithm\.(\w+)", str(error.value))
     assert named and all(field in spec_cls.model_fields for field in named), str(error.value)
+
+
+def _bandit_nan_loss_is_refused(agent: Any, env: BanditEnv) -> None:
+    """A bandit's table rewards are 0 or 1, so the NaN comes in a batch of pulls.
+
+    The trainer turns the ``FloatingPointError`` into the "training diverged"
+    error for every paradigm alike (checked above with the env-driven NaNs).
+    """
+    contexts = env.reset(seed=0)
+    batch = {"obs": contexts[:2], "reward": np.array([1.0, float("nan")], np.float32)}
+    before = _params(agent)
+    with pytest.raises(FloatingPointError, match="non-finite"):
+        agent.learn(batch)
+    assert all(torch.equal(a, b) for a, b in zip(before, _params(agent), strict=True))

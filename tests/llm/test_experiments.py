@@ -70,8 +70,8 @@ def test_strategy_loop_takes_the_trainer_call(make_spec, make_env, tokenizer) ->
 
     run = RunContext.ephemeral()
     run.progress = TrainingProgress(2, "sft", enabled=False)
-    population, fitnesses = loop(
-        [agent], env, max_steps=2, evo_steps=2, env_factory=None, run=run, **kwargs
-    )
+    result = loop([agent], env, max_steps=2, evo_steps=2, env_factory=None, run=run, **kwargs)
+    population, fitnesses = result
     assert population[0].num_updates == 2 and fitnesses[0] < 0
-    assert run.extra_state["summary"]["status"] == "finished"
+    assert result.status == "completed" and result.total_steps == 2
+    assert run.last_result is result

@@ -67,6 +67,8 @@ class NeuralBandit(SingleAgentAlgorithm):
     network_names = ("actor",)
     optimizer_names = ("optimizer",)
     action_space_types = (spaces.Discrete,)
+    acts_on_batches: ClassVar[bool] = False
+    """``act`` takes the ``[K, K * d]`` contexts of one step, not a batch of observations."""
 
     def _build(self, actor_network: nn.Module | None = None) -> None:
         if not hasattr(self, "generator"):
@@ -145,17 +147,26 @@ class NeuralBandit(SingleAgentAlgorithm):
 
         Returns:
             ``loss``.
+
+        Raises:
+            FloatingPointError: If the loss is not finite (no step is taken).
         """
         x = torch.as_tensor(batch["obs"], device=self.device).float()
         reward = torch.as_tensor(batch["reward"], device=self.device).float().reshape(-1)
         prediction = self.actor(x).reshape(-1)
         l2 = sum(p.square().sum() for p in self.actor.parameters())
         loss = (prediction - reward).square().mean() + self.spec.reg * l2
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            raise FloatingPointError(
+                f"{type(self).__name__} loss became non-finite ({value}) at gradient update "
+                f"{self.num_updates + 1} (env step {self.steps}); no update was applied"
+            )
         self.optimizer.zero_grad()
         loss.backward()
         self.optimizer.step()
         self.num_updates += 1
-        return {"loss": float(loss.detach())}
+        return {"loss": value}
 
     def test(
         self,

@@ -150,6 +150,15 @@ def updated_spec(spec: AlgorithmSpec, changes: Mapping[str, Any]) -> AlgorithmSp
     return new
 
 
+def _set_lr(optimizer: Any, lr: float) -> None:
+    """Set the learning rate of a :class:`FlatAdam` or any ``torch.optim`` optimizer."""
+    if hasattr(optimizer, "set_lr"):
+        optimizer.set_lr(lr)
+    else:
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+
+
 class _SpecField:
     """An agent attribute that reads its spec's field and writes through :meth:`set_hp`."""
 
@@ -275,14 +284,14 @@ class EvolvableAlgorithm:
             self._build()
         else:
             for name in changed & set(self.lr_optimizers):
-                getattr(self, self.lr_optimizers[name]).set_lr(float(getattr(new, name)))
+                _set_lr(getattr(self, self.lr_optimizers[name]), float(getattr(new, name)))
         self._on_hp_change(changed)
         return changed
 
     def set_lr(self, lr: float) -> None:
         """Set the learning rate of every optimizer (the spec's ``lr`` stays the base value)."""
         for name in self.optimizer_names:
-            getattr(self, name).set_lr(float(lr))
+            _set_lr(getattr(self, name), float(lr))
 
     def hyperparameters(self) -> dict[str, Any]:
         """The current values of ``hp_names``."""

@@ -25,7 +25,8 @@ from agilerl.arena.models.training import CheckpointExportSpec
 from agilerl.llm.datasets import LLMDatasetEnv
 from agilerl.llm.evolution import evolve_population
 from agilerl.logging.run_dir import RunDirectory
-from agilerl.training.checkpointing import CheckpointManager, set_rng_state
+from agilerl.training.checkpointing import CheckpointManager, ResumeState, set_rng_state
+from agilerl.training.results import LoopResult
 from agilerl.training.run_context import RunContext
 
 
@@ -51,7 +52,8 @@ def _context(run: RunContext | None, run_dir: str | Path | None, resume: bool) -
     )
     if resume and context.checkpoints.latest_dir() is not None:
         agents, loop_state, _ = context.checkpoints.load_latest()
-        context.resume_state = {**loop_state, "agents": agents}
+        loop_state.extra["agents"] = agents
+        context.resume_state = loop_state
     return context
 
 
@@ -79,7 +81,7 @@ def train_llm_dataset(
     resume: bool = False,
     stop_after: int | None = None,
     **_ignored: Any,
-) -> tuple[list[Any], list[float]]:
+) -> LoopResult:
     """Fine-tune a population of SFT or DPO agents on a dataset env.
 
     Args:
@@ -101,7 +103,7 @@ def train_llm_dataset(
         **_ignored: Trainer keyword arguments that do not apply here.
 
     Returns:
-        The population and each agent's last fitness.
+        The loop's result (unpacks as ``population, fitnesses``).
     """
     if max_steps is None and num_epochs is None:
         raise ValueError("set max_steps or num_epochs")
@@ -115,18 +117,29 @@ def train_llm_dataset(
     )
     seed = population[0].spec.seed
     done, fitnesses, history = 0, [0.0] * len(population), []
-    state = context.resume_state
-    if state is not None:
-        for agent, agent_state in zip(population, state["agents"], strict=True):
-            agent.load_checkpoint_state(agent_state)
-        done, fitnesses, history = int(state["batches"]), list(state["fitnesses"]), state["history"]
-        set_rng_state(state["rng"])
+    resumed = context.resume_state
+    if resumed is not None:
+        state = resumed.extra
+        if "agents" in state:  # called directly; the trainer restores the agents itself
+            for agent, agent_state in zip(population, state["agents"], strict=True):
+                agent.load_checkpoint_state(agent_state)
+        done, fitnesses = int(state["batches"]), list(state["fitnesses"])
+        history = list(state["history"])
+        if resumed.rng is not None:
+            set_rng_state(resumed.rng)
 
     def save(final: bool) -> None:
         if context.checkpoints is None:
             return
-        loop_state = {"batches": done, "total_steps": done, "fitnesses": fitnesses}
-        loop_state["history"] = history
+        extra = {"batches": done, "fitnesses": list(fitnesses), "history": list(history)}
+        loop_state = ResumeState(
+            generation=len(history) // max(1, len(population)),
+            total_steps=done,
+            wall_seconds=context.elapsed(),
+            best_fitness=max(fitnesses) if fitnesses else None,
+            wandb_id=context.wandb_id,
+            extra=extra,
+        )
         where = context.checkpoints.save(
             done, [a.checkpoint_state() for a in population], loop_state
         )
@@ -170,10 +183,21 @@ def train_llm_dataset(
             save(final=done == total)
         if stopping:
             break
-    context.extra_state["summary"] = {
-        "status": "finished" if done >= total else "stopped",
-        "total_steps": done,
-        "best_fitness": max(fitnesses) if fitnesses else None,
-        "seconds": time.perf_counter() - started,
-    }
-    return population, fitnesses
+    if done >= total:
+        status = "completed"
+    elif context.stop_requested is not None or stop_after is not None:
+        status = "interrupted"
+    else:
+        status = "time_limit"
+    best = [f for row in history for f in [row["fitness"]] if math.isfinite(f)]
+    result = LoopResult(
+        population=population,
+        fitnesses=list(fitnesses),
+        total_steps=done,
+        best_fitness=max(best) if best else None,
+        final_fitness=max(fitnesses) if fitnesses else None,
+        status=status,
+        wall_seconds=context.elapsed(),
+    )
+    context.last_result = result
+    return result
