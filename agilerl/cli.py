@@ -10,13 +10,16 @@ from collections.abc import Sequence
 from agilerl.arena.models.errors import EXIT_USER_ERROR, ConfigError
 
 
-def _validate(files: Sequence[str], quiet: bool) -> int:
+def _validate(files: Sequence[str], quiet: bool, trust_code: bool = False) -> int:
     from agilerl.arena.models.manifest import TrainingManifest
+    from agilerl.arena.models.trust import TRUST_HINT
+    from agilerl.launch.preflight import preflight
 
     failed = 0
     for path in files:
         try:
             manifest = TrainingManifest.from_file(path)
+            fields = preflight(manifest, trust_code=True, source=path)
         except ConfigError as error:
             failed += 1
             print(
@@ -27,6 +30,9 @@ def _validate(files: Sequence[str], quiet: bool) -> int:
         if not quiet:
             env = getattr(manifest.environment, "name", type(manifest.environment).__name__)
             print(f"ok: {path}: {manifest.algorithm.name} on {env}")
+        for field in fields:
+            allowed = "allowed by --trust-code" if trust_code else f"a run needs {TRUST_HINT}"
+            print(f"runs code: {path}: {field} ({allowed})", file=sys.stderr)
     return EXIT_USER_ERROR if failed else 0
 
 
@@ -97,6 +103,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         agent=args.agent,
         seed=args.seed,
         device=args.device,
+        trust_code=args.trust_code,
     )
     print(f"checkpoint: {result.checkpoint}")
     from agilerl.logging.stats import summarise
@@ -116,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", help="validate manifest files (exit 2 if any is invalid)")
     validate.add_argument("files", nargs="+", help="YAML or JSON manifest files")
     validate.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+    validate.add_argument(
+        "--trust-code", action="store_true", help="the fields that run code are intended"
+    )
     schema = sub.add_parser("schema", help="print the manifest's JSON schema")
     schema.add_argument("--indent", type=int, default=2, help="JSON indent (0: one line)")
     sub.add_parser("algorithms", help="list registered algorithms")
@@ -129,6 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--agent", type=int, default=None, help="population slot (default: best)")
     evaluate.add_argument("--seed", type=int, default=0, help="seed of the first episode")
     evaluate.add_argument("--device", default="cpu", help="torch device")
+    evaluate.add_argument(
+        "--trust-code",
+        action="store_true",
+        help="allow an env that runs code named by the run's manifest (entrypoint, module:Id)",
+    )
     sweep = sub.add_parser("sweep", help="follow, summarise or rerun a multirun sweep")
     sweep_sub = sweep.add_subparsers(dest="sweep_command", required=True)
     status = sweep_sub.add_parser("status", help="every job's state (from the ledger and sacct)")
@@ -164,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "validate":
-            return _validate(args.files, args.quiet)
+            return _validate(args.files, args.quiet, args.trust_code)
         if args.command == "schema":
             return _schema(args.indent)
         if args.command == "algorithms":

@@ -48,7 +48,12 @@ def resolve_agent_file(path: Path, agent: int | None) -> Path:
     if not path.exists():
         raise ConfigError(f"{path}: no such file or directory")
     if (path / "checkpoints" / "latest").exists():
-        path = path / "checkpoints" / (path / "checkpoints" / "latest").read_text().strip()
+        from agilerl.training.checkpointing import CheckpointManager
+
+        latest = CheckpointManager(path / "checkpoints").latest_dir()
+        if latest is None:
+            raise ConfigError(f"{path}/checkpoints/latest names no checkpoint directory")
+        path = latest
     files = sorted(path.glob("agent_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
     if not files:
         raise ConfigError(f"{path}: holds no agent_*.pt checkpoint (nor checkpoints/latest)")
@@ -61,14 +66,23 @@ def resolve_agent_file(path: Path, agent: int | None) -> Path:
 
 
 def _best(files: list[Path]) -> Path:
-    """The agent whose last recorded fitness is highest."""
-    import torch
+    """The agent whose last recorded fitness is highest; unreadable files are skipped."""
+    import warnings
 
-    def last_fitness(file: Path) -> float:
-        state = torch.load(file, map_location="cpu", weights_only=True)
-        return state["fitness"][-1] if state.get("fitness") else float("-inf")
+    from agilerl.training.checkpointing import load_file
 
-    return max(files, key=last_fitness)
+    scores: dict[Path, float] = {}
+    for file in files:
+        try:
+            state = load_file(file)
+        except ConfigError as error:
+            warnings.warn(f"{error}; skipped", UserWarning, stacklevel=3)
+            continue
+        fitness = state.get("fitness")
+        scores[file] = float(fitness[-1]) if fitness else float("-inf")
+    if not scores:
+        raise ConfigError(f"no readable agent checkpoint among {', '.join(map(str, files))}")
+    return max(scores, key=lambda f: scores[f])
 
 
 def find_env_spec(agent_file: Path, env_name: str | None) -> GymEnvSpec:
@@ -95,17 +109,29 @@ def evaluate_checkpoint(
     seed: int = 0,
     device: str = "cpu",
     fps: int = 30,
+    trust_code: bool = False,
 ) -> EvaluationResult:
     """Run greedy episodes of a saved agent.
 
+    Args:
+        trust_code: Allow an env that runs code named by the run's manifest
+            (an entrypoint, a ``module:Id`` name); a run directory is data.
+
     Raises:
-        ConfigError: For a missing/corrupt checkpoint or an unknown env.
+        ConfigError: For a missing/corrupt checkpoint, an unknown env, an env
+            whose spaces differ from the agent's, or code without ``trust_code``.
     """
     from agilerl.algorithms.core.base import EvolvableAlgorithm
+    from agilerl.arena.models.trust import require_trust
     from agilerl.envs.gym import make_single_env
+    from agilerl.launch.preflight import check_device
+    from agilerl.training.checkpointing import load_file
 
+    check_device(device)
     agent_file = resolve_agent_file(Path(path), agent)
     env_spec = find_env_spec(agent_file, env_name)
+    require_trust(env_spec, trust_code, str(agent_file))
+    load_file(agent_file)  # a truncated file is named, not a traceback
     try:
         algo = EvolvableAlgorithm.load(agent_file, device=device)
     except ValueError as exc:

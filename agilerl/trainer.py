@@ -27,6 +27,8 @@ from agilerl.arena.models.manifest import TrainingManifest
 from agilerl.arena.models.training import TrainingSpec
 from agilerl.builders import select_builder
 from agilerl.launch.options import LoggerOptions
+from agilerl.launch.preflight import preflight
+from agilerl.launch.run_names import run_name
 from agilerl.logging.loggers import FanOut, MetricSink, TensorBoardSink, WandbSink
 from agilerl.logging.progress import TrainingProgress
 from agilerl.logging.run_dir import RunDirectory
@@ -34,7 +36,9 @@ from agilerl.logging.run_end import render_run_end
 from agilerl.strategies import PopulationRuntime, select_strategy
 from agilerl.training.checkpointing import CheckpointManager, ResumeState, set_rng_state
 from agilerl.training.results import LoopResult
+from agilerl.training.resume_check import prepare_resume
 from agilerl.training.run_context import RunContext, finite_or_none
+from agilerl.training.run_lock import claim_run_dir, mark_run_dir
 
 
 def _algorithm_section(algorithm: str | dict[str, Any] | AlgorithmSpec) -> Any:
@@ -68,10 +72,13 @@ class LocalTrainer:
         replay_buffer: ``replay_buffer`` mapping or spec.
         mutation: ``mutation`` mapping or spec.
         tournament_selection: ``tournament_selection`` mapping or spec.
-        seed: Seeds envs, torch, numpy and Python's ``random``.
+        seed: Seeds envs, torch, numpy and Python's ``random`` (``None``: 0 for a new
+            run, the stored seed when resuming).
         device: Torch device.
-        run_dir: Run directory; default ``runs/<timestamp>_<algorithm>_<env>``.
+        run_dir: Run directory; default ``runs/<date>/<time>_<algorithm>_<env>_<token>``.
         resume: Continue from ``run_dir``'s ``checkpoints/latest``.
+        trust_code: Allow manifest fields that run code (env entrypoints,
+            ``module:Id`` names, wrapper paths, rubric files).
         logger: Where metrics go besides local files.
         torch_threads: torch threads (1 is fastest for small networks on CPU; 0 keeps torch's).
         verbose: Show the live progress display.
@@ -90,13 +97,14 @@ class LocalTrainer:
         replay_buffer: Any = None,
         mutation: Any = None,
         tournament_selection: Any = None,
-        seed: int = 0,
+        seed: int | None = None,
         device: str = "cpu",
         run_dir: str | Path | None = None,
         resume: bool = False,
         logger: LoggerOptions | dict[str, Any] | None = None,
         torch_threads: int = 1,
         verbose: bool = True,
+        trust_code: bool = False,
     ) -> None:
         data = {
             "algorithm": _algorithm_section(algorithm),
@@ -117,14 +125,16 @@ class LocalTrainer:
             logger=logger,
             torch_threads=torch_threads,
             verbose=verbose,
+            trust_code=trust_code,
         )
 
     def _init(self, manifest: TrainingManifest, **options: Any) -> None:
+        preflight(manifest, device=options["device"], trust_code=options["trust_code"])
         self.manifest = manifest
         self.spec = manifest.algorithm_with_network()
         self.builder = select_builder(self.spec)
         self.strategy = select_strategy(self.spec)
-        self.seed: int = options["seed"]
+        self.seed: int | None = options["seed"]
         self.device: str = options["device"]
         self.resume: bool = options["resume"]
         self.torch_threads: int = options["torch_threads"]
@@ -137,7 +147,7 @@ class LocalTrainer:
         if run_dir is None:
             stamp = dt.datetime.now().strftime("%Y-%m-%d/%H-%M-%S")
             env = getattr(manifest.environment, "name", "env").replace("/", "_")
-            run_dir = Path("runs") / f"{stamp}_{manifest.algorithm.name}_{env}"
+            run_dir = Path("runs") / f"{stamp}_{run_name(manifest.algorithm.name, env)}"
         self.run_dir = Path(run_dir)
 
     @classmethod
@@ -155,13 +165,14 @@ class LocalTrainer:
         elif not isinstance(manifest, TrainingManifest):
             manifest = TrainingManifest.from_dict(manifest)
         defaults = {
-            "seed": 0,
+            "seed": None,
             "device": "cpu",
             "run_dir": None,
             "resume": False,
             "logger": None,
             "torch_threads": 1,
             "verbose": True,
+            "trust_code": False,
         }
         unknown = set(options) - set(defaults)
         if unknown:
@@ -238,8 +249,18 @@ class LocalTrainer:
 
         The strategy of the spec's paradigm makes the envs, builds the
         population, names the loop and its arguments; this method holds the
-        run directory, seeding, resume, logging and evolution around them.
+        run directory, seeding, resume, logging and evolution around them. The
+        run directory is claimed first (refused if it is not a run of ours or
+        another process holds it), and every resume check runs before a file
+        is written.
+
+        Raises:
+            KeyboardInterrupt: After Ctrl-C, once the checkpoint and summary are written.
         """
+        with claim_run_dir(self.run_dir):
+            return self._run_claimed()
+
+    def _run_claimed(self) -> LoopResult:
         reason = self.strategy.unavailable_reason(self.spec)
         if reason is not None:
             raise ConfigError(
@@ -247,17 +268,18 @@ class LocalTrainer:
                 "the manifest is valid (dry_run=true checks it)"
             )
         loop = self.strategy.get_training_loop(self.spec)
-        self._seed_everything()
         training = self.manifest.training
-        run_dir = RunDirectory(self.run_dir)
         checkpoints = CheckpointManager(
-            run_dir.checkpoints_dir, keep_last_only=training.overwrite_checkpoints
+            self.run_dir / "checkpoints", keep_last_only=training.overwrite_checkpoints
         )
-        agent_states: list[dict[str, Any]] | None = None
-        resume_state: ResumeState | None = None
-        if self.resume:
-            agent_states, resume_state, _ = checkpoints.load_latest()
-            run_dir.truncate_metrics(resume_state.total_steps)
+        resume_state: ResumeState | None
+        agent_states, resume_state, self.seed = prepare_resume(
+            self.run_dir, checkpoints, self.manifest, self.resume, self.seed
+        )
+        self._seed_everything()
+        run_dir = RunDirectory(self.run_dir)
+        mark_run_dir(run_dir.path)
+        run_dir.truncate_metrics(resume_state.total_steps if resume_state else -1)
         run_dir.write_manifest(self.manifest.to_dict())
 
         envs = self.strategy.make_envs(self.manifest, seed=self.seed)
@@ -297,7 +319,6 @@ class LocalTrainer:
             f"{self.spec.name} {getattr(self.manifest.environment, 'name', '')}",
             enabled=self.verbose,
         )
-        context.install_signal_handlers()
         if training.hpo:
             tournament, mutation = self._evolution_operators(resume_state)
             kwargs.update(tournament=tournament, mutation=mutation)
@@ -306,6 +327,7 @@ class LocalTrainer:
                 "mutation": mutation.state_dict(),
             }
         result: Any = None
+        context.install_signal_handlers()
         try:
             result = loop(
                 population,
@@ -327,6 +349,7 @@ class LocalTrainer:
                 f"{run_dir.checkpoints_dir}; {divergence_hint(self.spec)} and resume"
             ) from None
         finally:
+            context.restore_signal_handlers()
             envs.close()
             context.progress.close()
             context.sinks.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 from typing import Any
 
@@ -65,11 +66,53 @@ def missing_dependency(name: str, exc: Exception) -> ConfigError:
     return ConfigError(f"environment.name: {name} cannot be made: {text}")
 
 
+def _wrapper_class(name: str) -> Any:
+    """A gymnasium wrapper by name, or ``module:Class`` (trust-gated by the caller)."""
+    if ":" in name or "." in name:
+        module_name, _, attr = name.replace(":", ".").rpartition(".")
+        return getattr(importlib.import_module(module_name), attr)
+    return getattr(gym.wrappers, name)
+
+
 def _wrap(env: gym.Env, spec: GymEnvSpec) -> gym.Env:
     for wrapper in spec.env_wrappers or []:
         name, kwargs = (wrapper, {}) if isinstance(wrapper, str) else wrapper
-        env = getattr(gym.wrappers, name)(env, **kwargs)
+        env = _wrapper_class(name)(env, **kwargs)
     return env
+
+
+def check_wrappers(spec: GymEnvSpec) -> None:
+    """Check ``environment.env_wrappers`` before any env is built.
+
+    Gymnasium wrapper names must exist in ``gymnasium.wrappers`` and their
+    arguments must fit the wrapper's signature. ``module:Class`` wrappers are
+    code (see :mod:`agilerl.arena.models.trust`) and are checked when built.
+
+    Raises:
+        ConfigError: Naming the wrapper, with close matches or its parameters.
+    """
+    classes = {n: getattr(gym.wrappers, n) for n in dir(gym.wrappers)}
+    names = [n for n, c in classes.items() if isinstance(c, type) and issubclass(c, gym.Wrapper)]
+    for index, wrapper in enumerate(spec.env_wrappers or []):
+        name, kwargs = (wrapper, {}) if isinstance(wrapper, str) else wrapper
+        where = f"environment.env_wrappers[{index}]"
+        if ":" in name or "." in name:
+            continue
+        if name not in names:
+            guess = did_you_mean(name, names)
+            hint = f" (did you mean {guess}?)" if guess else ""
+            raise ConfigError(f"{where}: {name!r} is not a gymnasium wrapper{hint}")
+        if not isinstance(kwargs, dict):
+            raise ConfigError(f"{where}: the arguments of {name} must be a mapping")
+        signature = inspect.signature(getattr(gym.wrappers, name))
+        try:
+            signature.bind(None, **kwargs)
+        except TypeError as exc:
+            params = [p for p in signature.parameters if p != "env"]
+            raise ConfigError(
+                f"{where}: {name}({', '.join(f'{k}=' for k in kwargs)}): {exc}; "
+                f"{name} takes {', '.join(params) or 'no arguments'}"
+            ) from None
 
 
 def make_vector_env(
@@ -89,13 +132,22 @@ def make_vector_env(
     Raises:
         ConfigError: If the gymnasium id is unknown (close matches are listed).
     """
+    from agilerl.envs.faults import NamedFaults
+
     n = num_envs or spec.num_envs
     factory = _env_factory(spec, render_mode)
     kwargs = {"autoreset_mode": autoreset_mode}
-    if spec.sync or n == 1:
-        env = gym.vector.SyncVectorEnv([factory] * n, **kwargs)
-    else:
-        env = gym.vector.AsyncVectorEnv([factory] * n, **kwargs)
+    label = spec.entrypoint or spec.name
+    try:
+        if spec.sync or n == 1:
+            env = gym.vector.SyncVectorEnv([factory] * n, **kwargs)
+        else:
+            env = gym.vector.AsyncVectorEnv([factory] * n, **kwargs)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise NamedFaults.fault(label, "construction", exc) from exc
+    env = NamedFaults(env, label)
     if seed is not None:
         env.reset(seed=seed)
         env.action_space.seed(seed)

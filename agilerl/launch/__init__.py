@@ -1,7 +1,8 @@
 """Hydra glue: override checks, composition, sweeps, the ledger and SLURM specifics.
 
 Nothing below this package imports Hydra. Importing it registers the
-``agilerl_job_dir`` resolver used by ``hydra.sweep.subdir``.
+``agilerl_job_dir`` resolver used by ``hydra.sweep.subdir`` and ``agilerl_run_name``
+(``hydra.run.dir``).
 """
 
 from __future__ import annotations
@@ -22,3 +23,12 @@ def job_dir_name(override_dirname: str) -> str:
 
 
 OmegaConf.register_new_resolver("agilerl_job_dir", job_dir_name, replace=True)
+
+
+def _run_name(manifest: object, algorithm: object, env: object) -> str:
+    from agilerl.launch.run_names import hydra_run_name
+
+    return hydra_run_name(manifest, algorithm, env)
+
+
+OmegaConf.register_new_resolver("agilerl_run_name", _run_name, replace=True)

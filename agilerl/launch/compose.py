@@ -15,6 +15,35 @@ from agilerl.launch.options import RunOptions
 from agilerl.launch.overrides import MANIFEST_PREFIXES
 
 _NOT_MANIFEST = {"hydra"}
+_MANIFEST_GROUPS = ("algorithm", "env", "network", "tuned", "training", "replay_buffer", "hpo")
+"""Config groups that compose manifest sections: a manifest file or a resumed run chose them."""
+
+
+def refuse_group_choices(overrides: Sequence[str], source: str) -> None:
+    """Refuse config-group choices (``env=pendulum``, ``hpo=evolutionary``) on top of a manifest.
+
+    They would be silently ignored: the manifest file (or the resumed run's
+    manifest) already fixes every section.
+
+    Raises:
+        ConfigError: Naming each such override.
+    """
+    from agilerl.arena.models.errors import Problem
+
+    problems = []
+    for text in overrides:
+        key, sep, value = text.lstrip("+~").partition("=")
+        if sep and key in (*_MANIFEST_GROUPS, "experiment"):
+            problems.append(
+                Problem(
+                    key,
+                    f"{key}={value} cannot apply: {source} already chooses its {key} "
+                    "(and every other section); override single fields instead "
+                    "(e.g. training.max_steps=...)",
+                )
+            )
+    if problems:
+        raise ConfigError(problems, "command line")
 
 
 def split_config(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -117,10 +146,12 @@ def build_manifest(
     sections, raw_options = split_config(cfg)
     options = parse_run_options(raw_options)
     if options.resume:
+        refuse_group_choices(task_overrides, f"resume={options.resume}")
         source = resumed_manifest_file(Path(options.resume))
         data = apply_overrides(read_manifest_file(source), task_overrides)
         return TrainingManifest.from_dict(data, source=str(source)), options
     if options.manifest:
+        refuse_group_choices(task_overrides, f"manifest={options.manifest}")
         data = apply_overrides(read_manifest_file(options.manifest), task_overrides)
         return TrainingManifest.from_dict(data, source=options.manifest), options
     return TrainingManifest.from_dict(sections), options

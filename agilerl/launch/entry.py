@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import sys
 from pathlib import Path
 from typing import Any
 
 from agilerl.arena.models.errors import EXIT_USER_ERROR, ConfigError
 
+EXIT_INTERRUPTED = 130
 _QUIET_HYDRA = (
     "hydra.output_subdir=null",
     "hydra/job_logging=disabled",
     "hydra/hydra_logging=disabled",
     "hydra.run.dir=.",
 )
+
+
+def _interrupted() -> None:
+    """Ctrl-C: the run has checkpointed and recorded ``interrupted``; exit 130, no traceback."""
+    print(
+        "interrupted (Ctrl-C): checkpoint written; continue with resume=<run dir>",
+        file=sys.stderr,
+    )
+    sys.exit(EXIT_INTERRUPTED)
 
 
 def fail(error: ConfigError) -> None:
@@ -39,36 +51,89 @@ def prepare_argv(conf_dir: Path) -> None:
     sys.argv[1:] = args
 
 
+def _unused_hydra_dir() -> Path | None:
+    """Hydra's default run dir of this single run (``None`` in a sweep or when pinned)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized():
+        return None
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        return None
+    if any(o.lstrip("+").startswith("hydra.run.dir=") for o in hydra_cfg.overrides.hydra):
+        return None
+    return Path(hydra_cfg.runtime.output_dir)
+
+
 def run_task(cfg: Any) -> float | None:
     """Validate the composed config, then dry-run or train.
+
+    Nothing is left behind when validation fails: Hydra's run directory is
+    removed again if the run did not use it (a validation error, ``run_dir=``,
+    ``resume=``).
 
     Returns:
         The best fitness of the run (what Hydra sweepers optimise), or ``None``
         for a dry run.
     """
+    from agilerl.training.run_lock import remove_if_fresh
+
+    hydra_dir = _unused_hydra_dir()
+    try:
+        return _run_task(cfg)
+    finally:
+        if hydra_dir is not None:
+            remove_if_fresh(hydra_dir)
+
+
+def _run_task(cfg: Any) -> float | None:
     from hydra.core.hydra_config import HydraConfig
 
     from agilerl.launch.compose import build_manifest
     from agilerl.launch.env_check import check_environment
     from agilerl.launch.job import SweepJob
+    from agilerl.launch.preflight import preflight
 
     overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
     job = SweepJob.current()
     try:
         manifest, options = build_manifest(cfg, overrides)
         check_environment(manifest)
+        fields = preflight(
+            manifest,
+            device=options.device,
+            trust_code=options.trust_code or options.dry_run,
+            source="command line",
+        )
         if options.dry_run:
             import yaml
 
+            from agilerl.training.run_lock import check_run_dir
+
+            if options.run_dir:
+                check_run_dir(options.run_dir)
+            for field in fields:
+                print(
+                    f"note: {field.path}={field.value!r} runs code ({field.why}); "
+                    "the run needs trust_code=true",
+                    file=sys.stderr,
+                )
             sys.stdout.write(yaml.safe_dump(manifest.to_dict(), sort_keys=False))
             return None
         from agilerl.launch.run import train_manifest
 
         if job is None:
-            return train_manifest(manifest, options).best_fitness
-        job.record("running")
+            try:
+                return train_manifest(manifest, options).best_fitness
+            except KeyboardInterrupt:
+                _interrupted()
+        job.record("running", pid=os.getpid(), host=socket.gethostname())
         try:
             result = train_manifest(manifest, options)
+        except KeyboardInterrupt:
+            job.record("interrupted")
+            _interrupted()
         except SystemExit:  # a stop signal: checkpointed, the scheduler requeues or cancels
             job.record("interrupted")
             raise

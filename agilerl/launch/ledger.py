@@ -13,8 +13,10 @@ import fcntl
 import json
 import os
 import shutil
+import socket
 import subprocess
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,9 @@ _SLURM_FAILED = (
     "BOOT_FAIL",
     "DEADLINE",
 )
+
+
+_SLURM_ALIVE = ("PENDING", "RUNNING", "REQUEUED", "SUSPENDED", "CONFIGURING", "COMPLETING")
 
 
 def job_key(overrides: list[str] | tuple[str, ...]) -> str:
@@ -53,11 +58,33 @@ class JobRecord:
     best_fitness: float | None = None
     wall_seconds: float | None = None
     error: str | None = None
+    pid: int | None = None
+    host: str | None = None
+    scheduler_state: str | None = None
     updated: float = field(default_factory=time.time)
 
     @property
     def finished(self) -> bool:
         return self.state in FINAL_STATES
+
+    def still_running(self) -> bool:
+        """Whether the job is pending or running right now.
+
+        A job that recorded ``running`` from this host counts while its
+        process is alive; a scheduler job (``job_id``) counts while it is
+        pending or running (``sacct`` has already marked the lost ones failed).
+        """
+        if self.state not in ("pending", "running"):
+            return False
+        if self.pid is not None and self.host == socket.gethostname():
+            try:
+                os.kill(int(self.pid), 0)
+            except ProcessLookupError:
+                return False
+            except PermissionError:
+                return True
+            return True
+        return self.scheduler_state in _SLURM_ALIVE
 
 
 class Ledger:
@@ -88,10 +115,23 @@ class Ledger:
         """
         records: dict[str, JobRecord] = {}
         if self.path.exists():
-            for line in self.path.read_text(encoding="utf-8").splitlines():
+            lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+            for number, line in enumerate(lines, 1):
                 if not line.strip():
                     continue
-                event = json.loads(line)
+                try:
+                    event = json.loads(line)
+                    if not isinstance(event, dict) or "key" not in event:
+                        raise ValueError("not a job event")
+                except ValueError:
+                    # A torn last line is a job killed mid-append; anything else is reported.
+                    if number != len(lines):
+                        warnings.warn(
+                            f"{self.path}:{number}: unreadable ledger line skipped",
+                            UserWarning,
+                            stacklevel=2,
+                        )
+                    continue
                 known = records.get(event["key"])
                 merged = {**(known.__dict__ if known else {}), **event}
                 records[event["key"]] = JobRecord(
@@ -124,6 +164,7 @@ def _reconcile_with_slurm(jobs: list[JobRecord]) -> None:
         states[job_id.strip()] = state.split()[0] if state else ""
     for job in open_jobs:
         state = states.get(str(job.job_id), "")
+        job.scheduler_state = state or None
         if state in _SLURM_FAILED:
             job.state = "failed"
             job.error = f"SLURM state {state}"

@@ -28,8 +28,13 @@ class RunOptions(StrictModel):
     manifest: str | None = Field(None, description="A YAML/JSON manifest file to run.")
     dry_run: bool = Field(False, description="Validate, print the manifest and exit.")
     resume: str | None = Field(None, description="Run directory to resume.")
-    seed: int = Field(0, ge=0, description="Seed of envs, torch and numpy.")
+    seed: int | None = Field(
+        None, ge=0, description="Seed of envs, torch and numpy (null: 0; resume keeps the run's)."
+    )
     device: str = Field("cpu", description="cpu, cuda or cuda:N.")
     torch_threads: int = Field(1, ge=0, description="torch threads; 0 keeps torch's default.")
     run_dir: str | None = Field(None, description="Run directory; default Hydra's output dir.")
+    trust_code: bool = Field(
+        False, description="Allow manifest fields that run code (entrypoints, module:Id, rubrics)."
+    )
     logger: LoggerOptions = Field(default_factory=LoggerOptions, description="Logging.")

@@ -24,7 +24,16 @@ MANIFEST_PREFIXES = (
     "tournament_selection",
 )
 SECTION_SPELLINGS = {"env": "environment", "selection_strategy": "tournament_selection"}
-RUN_OPTIONS = ("manifest", "dry_run", "resume", "seed", "device", "torch_threads", "run_dir")
+RUN_OPTIONS = (
+    "manifest",
+    "dry_run",
+    "resume",
+    "seed",
+    "device",
+    "torch_threads",
+    "run_dir",
+    "trust_code",
+)
 
 
 def config_groups(conf_dir: Path) -> dict[str, list[str]]:

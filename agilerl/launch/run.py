@@ -71,24 +71,27 @@ def previous_run(run_dir: Path, manifest: TrainingManifest) -> RunResult | bool:
 def train_manifest(manifest: TrainingManifest, options: RunOptions) -> RunResult:
     """Train ``manifest``; a run directory holding this run's checkpoints is resumed."""
     from agilerl.trainer import LocalTrainer
+    from agilerl.training.run_lock import claim_run_dir
 
-    if options.resume is not None:
-        run_dir, resume = Path(options.resume), True
-    else:
-        run_dir = resolve_run_dir(options)
-        previous = previous_run(run_dir, manifest)
-        if isinstance(previous, RunResult):
-            print(f"{run_dir}: this run already finished ({previous.status}); nothing to do")
-            return previous
-        resume = previous
-    trainer = LocalTrainer.from_manifest(
-        manifest,
-        seed=options.seed,
-        device=options.device,
-        run_dir=run_dir,
-        resume=resume,
-        logger=options.logger,
-        torch_threads=options.torch_threads,
-    )
-    result = trainer.run()
+    run_dir = Path(options.resume) if options.resume is not None else resolve_run_dir(options)
+    with claim_run_dir(run_dir):  # one process per run dir, held from the first check on
+        if options.resume is not None:
+            resume = True
+        else:
+            previous = previous_run(run_dir, manifest)
+            if isinstance(previous, RunResult):
+                print(f"{run_dir}: this run already finished ({previous.status}); nothing to do")
+                return previous
+            resume = previous
+        trainer = LocalTrainer.from_manifest(
+            manifest,
+            seed=options.seed,
+            device=options.device,
+            run_dir=run_dir,
+            resume=resume,
+            logger=options.logger,
+            torch_threads=options.torch_threads,
+            trust_code=options.trust_code,
+        )
+        result = trainer.run()
     return RunResult(result.status, run_dir, result.best_fitness, result.wall_seconds)

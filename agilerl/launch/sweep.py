@@ -10,6 +10,7 @@ from agilerl.arena.models.errors import ConfigError, Problem
 from agilerl.arena.models.manifest import TrainingManifest
 from agilerl.launch.compose import build_manifest
 from agilerl.launch.options import RunOptions
+from agilerl.launch.preflight import preflight
 
 
 @dataclass
@@ -43,6 +44,11 @@ def plan_sweep(
             sweep_config = hydra_context.config_loader.load_sweep_config(config, overrides)
             task_overrides = list(sweep_config.hydra.overrides.task)
             manifest, options = build_manifest(sweep_config, task_overrides)
+            preflight(
+                manifest,
+                device=options.device,
+                trust_code=options.trust_code or options.dry_run,
+            )
         except ConfigError as error:
             label = " ".join(overrides) or "(no overrides)"
             for problem in error.problems:

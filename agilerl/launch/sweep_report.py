@@ -247,12 +247,19 @@ def rerun_command(sweep_dir: str | Path) -> list[str]:
 
 
 def rerun(sweep_dir: str | Path, execute: bool = True) -> int:
-    """Run the unfinished jobs of a sweep again (they resume from their checkpoints)."""
+    """Run the unfinished jobs of a sweep again (they resume from their checkpoints).
+
+    Jobs still running (a live process on this host, or a pending/running
+    scheduler job) are left alone; the launcher skips them too.
+    """
     import subprocess
 
     jobs = _ledger(sweep_dir).jobs()
-    unfinished = [j for j in jobs if not j.finished]
+    running = [j for j in jobs if j.still_running()]
+    unfinished = [j for j in jobs if not j.finished and not j.still_running()]
     command = rerun_command(sweep_dir)
+    for job in running:
+        print(f"  skipped, still {job.state}: {' '.join(job.overrides)}")
     print(f"{len(unfinished)} of {len(jobs)} job(s) to run again:")
     for job in unfinished:
         print(f"  [{job.state}] {' '.join(job.overrides)}")

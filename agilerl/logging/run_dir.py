@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from agilerl.logging.files import atomic_write_json, atomic_write_text
+from agilerl.logging.files import atomic_write_json, atomic_write_text, disk_full_guard
 
 SUMMARY_STATUSES = ("running", "completed", "target_reached", "time_limit", "interrupted", "failed")
 
@@ -161,10 +161,12 @@ class RunDirectory:
         ax.set_title(title)
         ax.grid(alpha=0.3)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-        self.plots_dir.mkdir(exist_ok=True)
+        with disk_full_guard(self.plots_dir):
+            self.plots_dir.mkdir(exist_ok=True)
         path = self.plots_dir / "learning_curve.png"
         fig.tight_layout()
-        fig.savefig(path, dpi=100)
+        with disk_full_guard(path):
+            fig.savefig(path, dpi=100)
         plt.close(fig)
         return path
 
@@ -197,10 +199,12 @@ class RunDirectory:
         for ax in axes[0]:
             ax.set_xlabel("generation")
             ax.grid(alpha=0.3)
-        self.plots_dir.mkdir(exist_ok=True)
+        with disk_full_guard(self.plots_dir):
+            self.plots_dir.mkdir(exist_ok=True)
         path = self.plots_dir / "population.png"
         fig.tight_layout()
-        fig.savefig(path, dpi=90)
+        with disk_full_guard(path):
+            fig.savefig(path, dpi=90)
         plt.close(fig)
         return path
 

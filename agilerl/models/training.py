@@ -68,6 +68,7 @@ def init_buffer(
     *,
     observation_space: Any = None,
     action_space: Any = None,
+    seed: int | None = None,
 ) -> BufferType:
     """Initialize the replay buffer described by ``spec``.
 
@@ -90,6 +91,7 @@ def init_buffer(
             storage allocated now; a multi-agent buffer is only checked (its
             per-agent field structure comes from the first ``add``).
         action_space: Single-env action space (per-agent mapping for multi-agent).
+        seed: Seed of the buffer's sampling generator (``None``: fresh entropy).
 
     Returns:
         The buffer.
@@ -110,7 +112,7 @@ def init_buffer(
         if observation_space is not None:
             needed = estimate_buffer_bytes(spec.max_size, observation_space, action_space)
             check_memory(needed, what=f"ReplayBuffer(max_size={spec.max_size:,})")
-        return ReplayBuffer(spec.max_size, device=device)
+        return ReplayBuffer(spec.max_size, device=device, seed=seed)
     if spec.per_buffer:
         if not getattr(algo_spec, "supports_per_buffer", False):
             raise ValueError(
@@ -118,7 +120,7 @@ def init_buffer(
                 f"not {_algo_name(algo_spec)}"
             )
         return PrioritizedReplayBuffer(
-            spec.max_size, alpha=spec.per_buffer_args.alpha, device=device, **spaces
+            spec.max_size, alpha=spec.per_buffer_args.alpha, device=device, seed=seed, **spaces
         )
     if spec.n_step_buffer:
         return MultiStepReplayBuffer(
@@ -126,9 +128,10 @@ def init_buffer(
             n_step=spec.n_step_buffer_args.n_step,
             gamma=_gamma(algo_spec),
             device=device,
+            seed=seed,
             **spaces,
         )
-    return ReplayBuffer(spec.max_size, device=device, **spaces)
+    return ReplayBuffer(spec.max_size, device=device, seed=seed, **spaces)
 
 
 def init_n_step_buffer(
@@ -138,6 +141,7 @@ def init_n_step_buffer(
     *,
     observation_space: Any = None,
     action_space: Any = None,
+    seed: int | None = None,
 ) -> MultiStepReplayBuffer | None:
     """Initialize the n-step replay buffer for combined PER + n-step setups.
 
@@ -152,6 +156,7 @@ def init_n_step_buffer(
         device: Device of sampled batches.
         observation_space: See :func:`init_buffer`.
         action_space: See :func:`init_buffer`.
+        seed: See :func:`init_buffer`.
 
     Returns:
         ``MultiStepReplayBuffer(max_size, n_step, gamma)`` when both
@@ -171,5 +176,6 @@ def init_n_step_buffer(
         n_step=spec.n_step_buffer_args.n_step,
         gamma=_gamma(algo_spec),
         device=device,
+        seed=seed,
         **_space_kwargs(observation_space, action_space),
     )

@@ -31,7 +31,9 @@ class BanditStrategy(TrainingStrategy):
         def factory(seed: int | None = None, num_envs: int | None = None) -> Any:
             return env.copy(seed)
 
-        return EnvSetup(env, factory, env.single_observation_space, env.single_action_space)
+        return EnvSetup(
+            env, factory, env.single_observation_space, env.single_action_space, seed=seed
+        )
 
     def loop_kwargs(
         self, spec: AlgorithmSpec, manifest: TrainingManifest, envs: EnvSetup, *, device: str

@@ -60,12 +60,14 @@ class EnvSetup:
         observation_space: What one agent observes (a mapping per agent for
             multi-agent paradigms).
         action_space: What one agent acts in (likewise).
+        seed: The run's seed (seeds the replay memories' sampling too).
     """
 
     env: Any
     factory: Callable[..., Any] | None
     observation_space: Any
     action_space: Any
+    seed: int = 0
 
     def close(self) -> None:
         """Close :attr:`env` (the loop closes the envs it made)."""

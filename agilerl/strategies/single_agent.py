@@ -53,7 +53,9 @@ class GymVectorEnvStrategy(TrainingStrategy):
             return make_vector_env(env_spec, num_envs, seed=seed)
 
         env = factory(seed=seed)
-        return EnvSetup(env, factory, env.single_observation_space, env.single_action_space)
+        return EnvSetup(
+            env, factory, env.single_observation_space, env.single_action_space, seed=seed
+        )
 
     def build_population(
         self, spec: AlgorithmSpec, builder: Any, envs: EnvSetup, runtime: PopulationRuntime
@@ -123,8 +125,10 @@ def make_memories(
     copies = 1 if training.experience_sharing is not False else training.pop_size
     spaces = {"observation_space": envs.observation_space, "action_space": envs.action_space}
     try:
-        mains = [init_buffer(buffer_spec, spec, device, **spaces) for _ in range(copies)]
-        n_steps = [init_n_step_buffer(buffer_spec, spec, device, **spaces) for _ in range(copies)]
+        # Seeded sampling generators: the same seed gives the same run (issue 10, case 27).
+        seeds = [envs.seed * 1000 + 500 + copy for copy in range(copies)]
+        mains = [init_buffer(buffer_spec, spec, device, seed=s, **spaces) for s in seeds]
+        n_steps = [init_n_step_buffer(buffer_spec, spec, device, seed=s, **spaces) for s in seeds]
     except InsufficientMemoryError as exc:
         raise ConfigError(f"replay_buffer.max_size: {exc}") from None
     if copies == 1:

@@ -12,8 +12,12 @@ writes an agent's state (with its checksum) for the population checkpoints
 and for a single agent's ``save_checkpoint`` alike.
 
 A checkpoint directory is written under a temporary name and renamed when
-complete; ``latest`` is replaced atomically after that. A run killed at any
-moment therefore leaves ``latest`` pointing at a complete checkpoint.
+complete; ``latest`` is replaced atomically after that, and only then is an
+older checkpoint removed (a re-save of the same step gets a new name,
+``step_<n>_r<k>``). A run killed at any moment therefore leaves ``latest``
+pointing at a complete checkpoint. ``latest`` must name a checkpoint
+directory inside its own ``checkpoints/``; a corrupt newest checkpoint falls
+back to the previous complete one, with a warning.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import re
 import shutil
+import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -34,6 +40,13 @@ from agilerl.arena.models.errors import ConfigError
 from agilerl.logging.files import atomic_torch_save, atomic_write_text
 
 LATEST = "latest"
+_NAME = re.compile(r"^step_(\d{12})(?:_r(\d+))?$")
+
+
+def _order(path: Path) -> tuple[int, int]:
+    match = _NAME.match(path.name)
+    assert match is not None
+    return int(match.group(1)), int(match.group(2) or 0)
 
 
 @dataclass
@@ -48,6 +61,7 @@ class ResumeState:
         best_fitness: Best finite evaluation so far.
         next_checkpoint: Total steps at which the next checkpoint is due.
         wandb_id: The wandb run to continue.
+        seed: The run's seed (a resumed run keeps it).
         operators: Tournament and mutation states (evolutionary HPO).
         epsilons: Each agent's exploration epsilon (epsilon-greedy loops).
         rng: Python, numpy and torch RNG states (:func:`rng_state`).
@@ -62,6 +76,7 @@ class ResumeState:
     best_fitness: float | None = None
     next_checkpoint: int | None = None
     wandb_id: str | None = None
+    seed: int | None = None
     operators: dict[str, Any] | None = None
     epsilons: list[float] | None = None
     rng: dict[str, Any] | None = None
@@ -185,6 +200,11 @@ class CheckpointManager:
         self.directory.mkdir(parents=True, exist_ok=True)
         name = f"step_{step:012d}"
         final = self.directory / name
+        revision = 0
+        while final.exists():  # never delete a complete checkpoint before its successor exists
+            revision += 1
+            name = f"step_{step:012d}_r{revision}"
+            final = self.directory / name
         tmp = self.directory / f".tmp_{name}_{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
@@ -193,21 +213,33 @@ class CheckpointManager:
         atomic_torch_save({**state.to_dict(), "rng": rng_state()}, tmp / "state.pt")
         if memories is not None:
             atomic_torch_save({"memories": memories}, tmp / "memory.pt")
-        if final.exists():
-            shutil.rmtree(final)
         os.replace(tmp, final)
-        previous = self.latest_dir()
         atomic_write_text(self.directory / LATEST, name + "\n")
-        if self.keep_last_only and previous is not None and previous != final:
-            shutil.rmtree(previous, ignore_errors=True)
+        same_step = [p for p in self.complete_dirs() if p != final and _order(p)[0] == step]
+        older = [p for p in self.complete_dirs() if p != final] if self.keep_last_only else []
+        for stale in {*same_step, *older}:
+            shutil.rmtree(stale, ignore_errors=True)
         return final
+
+    def complete_dirs(self) -> list[Path]:
+        """Complete checkpoint directories, oldest first."""
+        if not self.directory.is_dir():
+            return []
+        found = [p for p in self.directory.iterdir() if p.is_dir() and _NAME.match(p.name)]
+        return sorted(found, key=_order)
 
     def latest_dir(self) -> Path | None:
         """The newest complete checkpoint directory, or ``None``."""
         pointer = self.directory / LATEST
-        if not pointer.exists():
+        if not pointer.is_file():
             return None
-        path = self.directory / pointer.read_text().strip()
+        name = pointer.read_text(errors="replace").strip()
+        if not _NAME.match(name):
+            raise ConfigError(
+                f"{pointer} names {name[:80]!r}, not a checkpoint directory of this run "
+                "(step_<n>); fix or delete it"
+            )
+        path = self.directory / name
         return path if path.is_dir() else None
 
     def load_latest(self) -> tuple[list[dict[str, Any]], ResumeState, Path]:
@@ -220,12 +252,34 @@ class CheckpointManager:
             ConfigError: If there is no checkpoint, or a file is truncated or corrupt
                 (the message names the file).
         """
-        path = self.latest_dir()
-        if path is None:
+        newest = self.latest_dir()
+        candidates = self.complete_dirs()
+        if newest is not None:
+            candidates = [p for p in candidates if _order(p) <= _order(newest)]
+        if not candidates:
             raise ConfigError(
                 f"no checkpoint in {self.directory} (checkpoints/latest is missing): "
                 "this run never reached its first checkpoint; start it again instead of resuming"
             )
+        first_error: ConfigError | None = None
+        for path in reversed(candidates):
+            try:
+                loaded = self._load_dir(path)
+            except ConfigError as error:
+                first_error = first_error or error
+                continue
+            if first_error is not None:
+                warnings.warn(
+                    f"{first_error}; resuming from the previous checkpoint {path.name} instead",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            return loaded
+        assert first_error is not None
+        raise first_error
+
+    @staticmethod
+    def _load_dir(path: Path) -> tuple[list[dict[str, Any]], ResumeState, Path]:
         state = ResumeState.from_dict(load_file(path / "state.pt"), path / "state.pt")
         agents = sorted(path.glob("agent_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
         if not agents:

@@ -30,7 +30,8 @@ class PopulationLoop:
         max_steps: Env steps per agent.
         evo_steps: Env steps per agent between evaluations.
         target: Evaluation return that ends the run.
-        checkpoint_every: Population env steps between checkpoints (``None``: only at the end).
+        checkpoint_every: Population env steps between checkpoints (``None``: after
+            every generation, so a killed run loses at most one generation).
         label: Name shown in the display.
     """
 
@@ -66,7 +67,10 @@ class PopulationLoop:
         """Exploration epsilons of an epsilon-greedy loop (checkpointed when set)."""
         self.status: str | None = None
         self.last_eval: dict[int, tuple[float | None, int | None]] = {}
-        self.last_checkpoint_step: int | None = None
+        # A resumed run starts at its checkpoint: that step is already saved.
+        self.last_checkpoint_step: int | None = self.env_steps if run.resume_state else None
+        self.generation_start_steps: int = self.env_steps
+        self.abandoned = False
         self._start_time = time.perf_counter()
         self._start_steps = self.env_steps
         self._shown_steps = self.env_steps
@@ -204,9 +208,35 @@ class PopulationLoop:
             self.run.progress.population(self.generation, rows)
         self.population = population
 
+    def begin_generation(self) -> None:
+        """Note where this generation starts (see :meth:`abandon_generation`)."""
+        self.generation_start_steps = self.env_steps
+
+    def abandon_generation(self) -> bool:
+        """On a stop signal mid-generation, drop the partial generation if it is safe.
+
+        When the generation's start is checkpointed, the run stops without
+        evaluating, recording or checkpointing the partial generation: a
+        resumed run then repeats it exactly as an uninterrupted run would
+        (no extra evaluation row, same env seeds). Otherwise the partial
+        generation is kept and checkpointed, losing nothing.
+
+        Returns:
+            Whether the generation was dropped (the loop should stop now).
+        """
+        if self.run.stop_requested is None:
+            return False
+        if self.last_checkpoint_step != self.generation_start_steps:
+            return False
+        self.abandoned = True
+        self.status = "interrupted"
+        return True
+
     def after_generation(self) -> None:
-        """Checkpoint when the step counter crossed another ``checkpoint_every``."""
-        if self.next_checkpoint is not None and self.env_steps >= self.next_checkpoint:
+        """Checkpoint after every generation, or each time steps cross ``checkpoint_every``."""
+        if self.checkpoint_every is None:
+            self.save_checkpoint()
+        elif self.next_checkpoint is not None and self.env_steps >= self.next_checkpoint:
             self.save_checkpoint()
             self.next_checkpoint = self._after(self.env_steps, self.checkpoint_every)
 
@@ -220,6 +250,7 @@ class PopulationLoop:
             best_fitness=finite_or_none(self.best_fitness),
             next_checkpoint=self.next_checkpoint,
             wandb_id=self.run.wandb_id,
+            seed=self.run.seed,
             operators=self.run.operators_provider() if self.run.operators_provider else None,
             epsilons=list(self.epsilons) if self.epsilons is not None else None,
             extra=dict(self.run.extra_state),
@@ -244,9 +275,7 @@ class PopulationLoop:
         best_slot = max(range(len(finals)), key=finals.__getitem__) if finals else None
         std, episodes = (None, None)
         if best_slot is not None:
-            std, episodes = self.last_eval.get(
-                int(self.population[best_slot].index), (None, None)
-            )
+            std, episodes = self.last_eval.get(int(self.population[best_slot].index), (None, None))
         final = finals[best_slot] if best_slot is not None else None
         return LoopResult(
             population=self.population,
@@ -264,7 +293,9 @@ class PopulationLoop:
     def finish(self) -> LoopResult:
         """Final checkpoint; returns the run's result."""
         self.finished()
-        if self.last_checkpoint_step != self.env_steps:
+        if self.abandoned:  # the partial generation is dropped: the run stands at its checkpoint
+            self.env_steps = self.generation_start_steps
+        elif self.last_checkpoint_step != self.env_steps:
             self.save_checkpoint()
         self.run.last_result = self.result()
         return self.run.last_result

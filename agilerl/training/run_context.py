@@ -76,40 +76,53 @@ class RunContext:
         return self.max_wall_seconds is not None and self.elapsed() >= self.max_wall_seconds
 
     def install_signal_handlers(self) -> None:
-        """SIGTERM, SIGUSR1 and SIGUSR2 (SLURM's pre-timeout/preemption signals) stop the run.
+        """SIGINT (Ctrl-C), SIGTERM, SIGUSR1 and SIGUSR2 (SLURM's signals) stop the run.
 
         The loop finishes its current rollout, writes a checkpoint and returns;
-        :meth:`forward_stop_signal` then hands the signal to whoever handled it
-        before (submitit requeues the job there).
+        :meth:`forward_stop_signal` then hands the signal on. A second Ctrl-C
+        stops at once (``KeyboardInterrupt``).
         """
 
         def handler(signum: int, _frame: Any) -> None:
+            if signum == signal.SIGINT and self.stop_requested == "SIGINT":
+                raise KeyboardInterrupt
             self.stop_requested = signal.Signals(signum).name
             self._stop_signal = signum
 
         self._previous_handlers = {}
-        for sig in STOP_SIGNALS:
+        for sig in (signal.SIGINT, *STOP_SIGNALS):
             self._previous_handlers[sig] = signal.signal(sig, handler)
 
-    def forward_stop_signal(self) -> None:
-        """Restore the previous handlers and pass on a stop signal that arrived.
-
-        Under SLURM without a previous handler the process exits with
-        ``128 + signum``, so the job leaves no result and the scheduler's
-        requeue (or cancellation) takes its course.
-        """
+    def restore_signal_handlers(self) -> None:
+        """Put back the handlers :meth:`install_signal_handlers` replaced (idempotent)."""
         previous = getattr(self, "_previous_handlers", {})
         for sig, old in previous.items():
             signal.signal(sig, old if old is not None else signal.SIG_DFL)
         self._previous_handlers = {}
+        self._forward_to = {**getattr(self, "_forward_to", {}), **previous}
+
+    def forward_stop_signal(self) -> None:
+        """Restore the previous handlers and pass on a stop signal that arrived.
+
+        Ctrl-C raises ``KeyboardInterrupt`` (``train.py`` exits 130). A
+        previous Python handler (submitit's requeue) is called. Otherwise the
+        process exits with ``128 + signum`` as the signal's default action
+        would, so a sweep stops instead of starting its next job.
+        """
+        self.restore_signal_handlers()
         signum = getattr(self, "_stop_signal", None)
         if signum is None:
             return
-        old = previous.get(signum)
+        old = self._forward_to.get(signum)
+        if signum == signal.SIGINT and old in (signal.default_int_handler, None):
+            raise KeyboardInterrupt
         if callable(old) and old is not signal.default_int_handler:
             old(signum, None)
-        if os.environ.get("SLURM_JOB_ID"):
-            raise SystemExit(128 + signum)
+            if not os.environ.get("SLURM_JOB_ID"):
+                return
+        if old is signal.SIG_IGN:
+            return
+        raise SystemExit(128 + signum)
 
     @property
     def path(self) -> Path | None:

@@ -86,6 +86,7 @@ def train_on_policy(
     )
     try:
         while not loop.finished():
+            loop.begin_generation()
             # Envs restart every generation from seeds of (run seed, generation, slot), so a
             # run resumed from a generation's checkpoint continues exactly as it would have.
             buffers = [agent.create_rollout_buffer() for agent in loop.population]
@@ -94,6 +95,7 @@ def train_on_policy(
                 for i, e in enumerate(envs.train)
             ]
             losses: list[dict[str, float]] = []
+            partial = False  # a stop signal cut the generation short
             for slot, agent in enumerate(loop.population):
                 next_eval = loop.next_evaluation(agent)
                 agent_losses = []
@@ -107,6 +109,7 @@ def train_on_policy(
                     agent_losses.append(agent.learn(buffers[slot]))
                     returns += finished
                     loop.advance(agent.steps - before)
+                partial |= agent.steps < next_eval
                 agent.scores.extend(returns)
                 losses.append(
                     _mean_losses(agent_losses)
@@ -115,6 +118,8 @@ def train_on_policy(
                         "lr": float(agent.current_lr(agent.steps)),
                     }
                 )
+            if partial and loop.abandon_generation():
+                break
             fitness = envs.evaluate(loop.population, loop.generation)
             loop.end_generation(fitness, envs.with_eval_stats(losses))
             if tournament is not None and mutation is not None and loop.should_evolve():

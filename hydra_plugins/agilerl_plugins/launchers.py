@@ -45,12 +45,17 @@ def _prepare(launcher: Any, job_overrides: Sequence[Sequence[str]]) -> tuple[lis
     if jobs and all(job.options.dry_run for job in jobs):
         print(render_plan(jobs))
         return [], [_done(job.overrides, None) for job in jobs], ledger
-    finished = {r.key: r for r in ledger.jobs(reconcile=False) if r.finished}
+    records = ledger.jobs()
+    finished = {r.key: r for r in records if r.finished}
+    running = {r.key for r in records if r.still_running()}
     to_run, done = [], []
     for num, job in enumerate(jobs):
         key = job_key(job.overrides)
         if key in finished:
             done.append(_done(job.overrides, finished[key].best_fitness))
+        elif key in running:  # another launch of this sweep runs it right now
+            print(f"skipping {key}: still running", file=sys.stderr)
+            done.append(_done(job.overrides, None))
         else:
             to_run.append((num, job.overrides))
     if done:
@@ -96,6 +101,8 @@ class ValidatingBasicLauncher(BasicLauncher):
 
 class _ValidatingSubmitit(BaseSubmititLauncher):
     """Submitit launchers that wait for every job and report failures without aborting."""
+
+    _CANCEL_ON_STOP = False
 
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
@@ -150,6 +157,7 @@ class _ValidatingSubmitit(BaseSubmititLauncher):
             f"submitted {len(jobs)} job(s) to {self._EXECUTOR} "
             f"({', '.join(str(j.job_id) for j in jobs)}); logs in {init['folder']}"
         )
+        previous = _cancel_on_stop(jobs) if self._CANCEL_ON_STOP else {}
         wait_with_progress(jobs, [o for _, o in to_run], ledger)
         returns = list(done)
         for job, (_num, overrides) in zip(jobs, to_run, strict=True):
@@ -166,6 +174,10 @@ class _ValidatingSubmitit(BaseSubmititLauncher):
                 failed = JobReturn(overrides=list(overrides), status=JobStatus.FAILED)
                 failed._return_value = exc
                 returns.append(failed)
+        import signal
+
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         return returns
 
 
@@ -209,6 +221,29 @@ def wait_with_progress(
         time.sleep(poll_s)
 
 
+def _cancel_on_stop(jobs: list[Any]) -> dict[int, Any]:
+    """SIGTERM/SIGINT to the launcher stops the whole local sweep, not just the launcher.
+
+    Every job is cancelled (submitit sends it SIGINT: it checkpoints and records
+    ``interrupted``), then the launcher exits with ``128 + signum``.
+
+    Returns:
+        The handlers replaced, to restore once every job has ended.
+    """
+    import contextlib
+    import signal
+
+    def stop(signum: int, _frame: Any) -> None:
+        for job in jobs:
+            with contextlib.suppress(Exception):  # a job that already ended
+                job.cancel(check=False)
+        name = signal.Signals(signum).name
+        print(f"stopping the sweep ({name}): every job cancelled", file=sys.stderr)
+        raise SystemExit(128 + signum)
+
+    return {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+
 def _base_queue_conf() -> Any:
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 
@@ -219,6 +254,7 @@ class ValidatingLocalLauncher(_ValidatingSubmitit):
     """submitit's local executor: each job in its own subprocess."""
 
     _EXECUTOR = "local"
+    _CANCEL_ON_STOP = True
 
 
 class ValidatingSlurmLauncher(_ValidatingSubmitit):

@@ -201,7 +201,7 @@ def test_corrupt_checkpoint_names_the_file_and_changes_nothing(tmp_path: Path) -
     assert before == after
 
 
-def test_nan_losses_stop_with_a_clear_error_and_keep_the_checkpoint(tmp_path: Path) -> None:
+def test_nan_rewards_stop_naming_the_env_and_keep_the_checkpoint(tmp_path: Path) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     trainer = LocalTrainer(
         PPOSpec(learn_step=64, batch_size=32, update_epochs=1),
@@ -220,8 +220,10 @@ def test_nan_losses_stop_with_a_clear_error_and_keep_the_checkpoint(tmp_path: Pa
         },
         run_dir=tmp_path / "nan",
         verbose=False,
+        trust_code=True,
     )
-    with pytest.raises(ConfigError, match="diverged"):
+    # The env is at fault, and the error says so (issue 10, case 20), not "lower algorithm.lr".
+    with pytest.raises(ConfigError, match=r"nan_env:make.*non-finite.*reward at env step"):
         trainer.train()
     summary = json.loads((tmp_path / "nan" / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["checkpoint"]

@@ -2,40 +2,28 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from agilerl.arena.models.errors import ConfigError
+from agilerl.arena.models.safe_yaml import parse_bounded, read_bounded_text
 
 
 def read_manifest_file(path: str | Path) -> dict[str, Any]:
     """Read a manifest file into a mapping.
 
-    YAML is read with the safe loader, so a file cannot construct Python
-    objects. JSON files (``.json``) are read with :mod:`json`.
+    YAML is read with a bounded safe loader (no Python objects, no aliases, no
+    duplicate keys, limited depth; see :mod:`agilerl.arena.models.safe_yaml`).
+    JSON files (``.json``) get the same limits. Only regular files up to 1 MiB
+    are read.
 
     Raises:
-        ConfigError: Naming the file, if it is missing, unreadable, not YAML or
-            JSON, or not a mapping.
+        ConfigError: Naming the file, if it is missing, unreadable, not a
+            regular file, too large, not YAML or JSON, or not a mapping.
     """
-    import yaml
-
     file = Path(path)
-    if not file.exists():
-        raise ConfigError(f"manifest file not found: {file} (check the path)")
-    if file.is_dir():
-        raise ConfigError(f"{file} is a directory; pass a manifest .yaml or .json file")
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read manifest file {file}: {exc}") from None
-    try:
-        data = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        kind = "JSON" if file.suffix == ".json" else "YAML"
-        detail = str(exc).replace("\n", " ")
-        raise ConfigError(f"{file} is not valid {kind}: {detail}") from None
+    text = read_bounded_text(file)
+    data = parse_bounded(text, str(file), as_json=file.suffix == ".json")
     if not isinstance(data, dict):
         raise ConfigError(
             f"{file} must hold a mapping of manifest sections (algorithm, environment, ...), "

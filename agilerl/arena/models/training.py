@@ -67,7 +67,7 @@ class TrainingSpec(StrictModel):
     eps_end: float | None = Field(None, description="Final epsilon.")
     eps_decay: float | None = Field(None, description="Per-step multiplicative epsilon decay.")
     checkpoint_steps: int | None = Field(
-        None, ge=1, description="Env steps between checkpoints; null saves only at the end."
+        None, ge=1, description="Env steps between checkpoints; null saves after every evaluation."
     )
     checkpoint_path: str | None = Field(None, description="Checkpoint directory.")
     overwrite_checkpoints: bool = Field(False, description="Keep only the latest checkpoint.")

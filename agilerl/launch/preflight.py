@@ -1,0 +1,78 @@
+"""Checks a run needs before it writes or imports anything: trust, device, wrappers.
+
+``train.py`` (dry runs included), ``agilerl validate`` and
+:class:`~agilerl.trainer.LocalTrainer` run them, so a manifest that would
+fail at run time fails at validation time instead.
+"""
+
+from __future__ import annotations
+
+from agilerl.arena.models.errors import ConfigError
+from agilerl.arena.models.manifest import TrainingManifest
+from agilerl.arena.models.trust import CodeField, require_trust
+
+DEVICE_HINT = "use device=cpu, cuda, cuda:N or mps"
+
+
+def check_device(device: str) -> None:
+    """Refuse a device torch does not know or this machine does not have.
+
+    Raises:
+        ConfigError: Naming the device and what is available.
+    """
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ConfigError(f"device={device!r} is not a torch device; {DEVICE_HINT}") from None
+    if parsed.type == "cpu":
+        return
+    if parsed.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(
+                f"device={device!r}: no CUDA GPU is visible on this machine "
+                "(torch.cuda.is_available() is false); use device=cpu"
+            )
+        count = torch.cuda.device_count()
+        if parsed.index is not None and parsed.index >= count:
+            raise ConfigError(
+                f"device={device!r}: this machine has {count} CUDA device(s), "
+                f"cuda:0..cuda:{count - 1}"
+            )
+        return
+    if parsed.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise ConfigError(f"device={device!r}: MPS is not available here; use device=cpu")
+        return
+    raise ConfigError(f"device={device!r}: {parsed.type} devices are not supported; {DEVICE_HINT}")
+
+
+def preflight(
+    manifest: TrainingManifest,
+    *,
+    device: str = "cpu",
+    trust_code: bool = False,
+    source: str | None = None,
+) -> list[CodeField]:
+    """Everything checkable before a run starts, beyond the manifest's own validation.
+
+    Args:
+        manifest: The validated manifest.
+        device: The run's torch device.
+        trust_code: The run's opt-in to code named by the manifest.
+        source: The file or command named in errors.
+
+    Returns:
+        The fields that run code (allowed by ``trust_code``).
+
+    Raises:
+        ConfigError: For code without the opt-in, an unavailable device, or bad wrappers.
+    """
+    fields = require_trust(manifest.environment, trust_code, source)
+    check_device(device)
+    if getattr(manifest.environment, "env_wrappers", None):
+        from agilerl.envs.gym import check_wrappers
+
+        check_wrappers(manifest.environment)
+    return fields

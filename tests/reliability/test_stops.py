@@ -1,0 +1,197 @@
+"""Cases 17, 18, 24, 26: stops checkpoint, say how the run ended, and leave handlers as found."""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from agilerl.arena.models.errors import ConfigError
+from agilerl.trainer import LocalTrainer
+from agilerl.training.checkpointing import CheckpointManager
+from tests.reliability.helpers import REPO, TINY_PPO, no_traceback, write_manifest
+
+FAULTY = "tests.reliability.faulty_envs:make"
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.1)
+
+
+def test_case_18_ctrl_c_checkpoints_records_interrupted_and_exits_130(tmp_path: Path) -> None:
+    manifest = write_manifest(
+        tmp_path / "m.yaml",
+        training={"max_steps": 200_000, "evo_steps": 256, "eval_loop": 1, "eval_steps": 20},
+    )
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "train.py"), f"manifest={manifest}", f"run_dir={run_dir}"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_for(run_dir / "checkpoints" / "latest", proc)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted" in err
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["total_steps"] > 0
+    assert summary["checkpoint"] and Path(summary["checkpoint"]).is_dir()
+
+
+def _run(run_dir: Path, flag: Path, *, resume: bool = False, fault: str = "sigterm") -> None:
+    LocalTrainer(
+        {**TINY_PPO, "learn_step": 32},
+        {
+            "name": "Faulty-v0",
+            "entrypoint": FAULTY,
+            "num_envs": 1,
+            "config": {"fault": fault, "at": 200, "flag": str(flag)},
+        },
+        {"max_steps": 448, "evo_steps": 128, "eval_loop": 1, "eval_steps": 20},
+        run_dir=run_dir,
+        resume=resume,
+        seed=2,
+        verbose=False,
+        trust_code=True,
+    ).train()
+
+
+def _metrics(run_dir: Path) -> list[dict[str, str]]:
+    rows = list(csv.DictReader((run_dir / "metrics.csv").open()))
+    for row in rows:
+        row.pop("wall_seconds")
+    return rows
+
+
+def test_case_24_sigterm_mid_generation_then_resume_equals_uninterrupted(tmp_path: Path) -> None:
+    torch.set_num_threads(1)
+    whole_flag = tmp_path / "never"
+    whole_flag.write_text("no signal in this run\n")
+    _run(tmp_path / "whole", whole_flag)
+    parts, flag = tmp_path / "parts", tmp_path / "flag"
+    previous = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as stopped:
+        _run(parts, flag)  # SIGTERM at env step 200, in the second generation
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is previous
+    summary = json.loads((parts / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["total_steps"] == 128
+    assert [r["step"] for r in _metrics(parts)] == ["128"]  # no extra evaluation row
+    _run(parts, flag, resume=True)
+    assert _metrics(parts) == _metrics(tmp_path / "whole")
+    a = CheckpointManager(parts / "checkpoints").load_latest()[0][0]
+    b = CheckpointManager(tmp_path / "whole" / "checkpoints").load_latest()[0][0]
+    assert _tensors(a).keys() == _tensors(b).keys() and _tensors(a)
+    for key, tensor in _tensors(a).items():
+        assert torch.equal(tensor, _tensors(b)[key]), key
+
+
+def _tensors(state: object, prefix: str = "") -> dict[str, torch.Tensor]:
+    """Every tensor of a nested agent state, by its path (weights and optimiser state)."""
+    if isinstance(state, torch.Tensor):
+        return {prefix: state}
+    if isinstance(state, dict):
+        items = state.items()
+    elif isinstance(state, list | tuple):
+        items = enumerate(state)
+    else:
+        return {}
+    found: dict[str, torch.Tensor] = {}
+    for key, value in items:
+        found.update(_tensors(value, f"{prefix}/{key}"))
+    return found
+
+
+def test_case_26_handlers_are_restored_after_a_failed_train(tmp_path: Path) -> None:
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
+    with pytest.raises(ConfigError, match="exploded"):
+        _run(tmp_path / "run", tmp_path / "flag", fault="raise")
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
+def test_case_17_sigterm_stops_a_whole_local_sweep(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO / "train.py"),
+            "-m",
+            f"hydra.sweep.dir={sweep}",
+            "seed=0,1",
+            "training.max_steps=200000",
+            "training.evo_steps=256",
+            "training.eval_steps=20",
+            "environment.num_envs=1",
+            "logger.tensorboard=false",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not list(sweep.glob("*/checkpoints/latest")):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    events = [json.loads(line) for line in (sweep / "ledger.jsonl").read_text().splitlines()]
+    states = [(e["key"].rsplit(",", 1)[-1], e["state"]) for e in events]
+    assert ("seed=0", "interrupted") in states
+    assert ("seed=1", "running") not in states  # the next job never started
+    assert no_traceback(subprocess.CompletedProcess([], 0, "", err))
+
+
+@pytest.mark.slow
+def test_case_17_sigterm_stops_a_submitit_local_sweep(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO / "train.py"),
+            "-m",
+            "hydra/launcher=local",
+            f"hydra.sweep.dir={sweep}",
+            "seed=0,1",
+            "training.max_steps=200000",
+            "training.evo_steps=256",
+            "training.eval_steps=20",
+            "environment.num_envs=1",
+            "logger.tensorboard=false",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 240
+    while len(list(sweep.glob("*/checkpoints/latest"))) < 2:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    deadline = time.monotonic() + 120
+    while True:  # the cancelled jobs checkpoint and record how they ended
+        summaries = [json.loads(p.read_text()) for p in sweep.glob("*/summary.json")]
+        if len(summaries) == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert [s["status"] for s in summaries] == ["interrupted", "interrupted"]
