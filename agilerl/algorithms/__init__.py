@@ -11,6 +11,9 @@ from agilerl.algorithms.core.base import (
 from agilerl.algorithms.cqn import CQN
 from agilerl.algorithms.ddpg import DDPG
 from agilerl.algorithms.dqn import DQN
+from agilerl.algorithms.ippo import IPPO
+from agilerl.algorithms.maddpg import MADDPG
+from agilerl.algorithms.matd3 import MATD3
 from agilerl.algorithms.neural_ts import NeuralTS
 from agilerl.algorithms.neural_ucb import NeuralUCB
 from agilerl.algorithms.ppo import PPO
@@ -21,6 +24,9 @@ __all__ = [
     "CQN",
     "DDPG",
     "DQN",
+    "IPPO",
+    "MADDPG",
+    "MATD3",
     "PPO",
     "TD3",
     "EvolvableAlgorithm",

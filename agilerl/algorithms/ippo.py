@@ -81,10 +81,20 @@ class IPPO(MultiAgentAlgorithm):
         *,
         index: int | None = 0,
         device: str | torch.device = "cpu",
+        total_steps: int | None = None,
         actor_networks: nn.ModuleDict | None = None,
         critic_networks: nn.ModuleDict | None = None,
+        **overrides: Any,
     ) -> None:
-        super().__init__(spec, observation_spaces, action_spaces, index=index, device=device)
+        super().__init__(
+            spec,
+            observation_spaces,
+            action_spaces,
+            index=index,
+            device=device,
+            total_steps=total_steps,
+            **overrides,
+        )
         for space in self.action_spaces.values():
             if not isinstance(space, spaces.Discrete | spaces.Box):
                 raise ValueError(f"IPPO supports Discrete and Box actions, got {space}")

@@ -2,25 +2,55 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from agilerl.arena.models.algorithms import AlgorithmSpec
 from agilerl.arena.models.env import EnvSpecBase
+from agilerl.arena.models.errors import ConfigError
 from agilerl.arena.models.training import TrainingSpec
-from agilerl.strategies.base import TrainingLoop, TrainingStrategy, rl_trainer_kwargs
-from agilerl.strategies.single_agent import _off_policy_extras
+from agilerl.strategies.base import EnvSetup, TrainingLoop, TrainingStrategy, rl_trainer_kwargs
+
+if TYPE_CHECKING:
+    from agilerl.arena.models.manifest import TrainingManifest
 
 
 def _sum_scores(training: TrainingSpec) -> bool:
     return True if training.sum_scores is None else training.sum_scores
 
 
-class MultiAgentOnPolicyStrategy(TrainingStrategy):
+class PettingZooStrategy(TrainingStrategy):
+    """Multi-agent paradigms trained on PettingZoo parallel envs, vectorised."""
+
+    def make_envs(self, manifest: TrainingManifest, *, seed: int) -> EnvSetup:
+        """``environment.num_envs`` copies (in process, or subprocesses with ``sync: false``).
+
+        Raises:
+            ConfigError: If the environment is not a PettingZoo env or cannot be made.
+        """
+        from agilerl.envs.pettingzoo import make_vector_env
+
+        env_spec = manifest.environment
+        if getattr(env_spec, "env_type", None) != "pettingzoo":
+            raise ConfigError(
+                f"environment: {manifest.algorithm.name} trains on a PettingZoo env, not a "
+                f"{getattr(env_spec, 'env_type', type(env_spec).__name__)} env"
+            )
+
+        def factory(seed: int | None = None, num_envs: int | None = None) -> Any:
+            return make_vector_env(
+                env_spec.name, env_spec.env_config, num_envs or env_spec.num_envs, env_spec.sync
+            )
+
+        env = factory(seed=seed)
+        return EnvSetup(env, factory, env.observation_spaces, env.action_spaces)
+
+
+class MultiAgentOnPolicyStrategy(PettingZooStrategy):
     """On-policy multi-agent training (IPPO)."""
 
     paradigm: ClassVar[str] = "multi-agent on-policy"
     default_loop: ClassVar[str | TrainingLoop | None] = (
-        "agilerl.training.train_multi_agent_on_policy:train_multi_agent_on_policy"
+        "agilerl.training.multi_agent_runs:run_multi_agent_on_policy"
     )
 
     def get_trainer_kwargs(
@@ -36,13 +66,24 @@ class MultiAgentOnPolicyStrategy(TrainingStrategy):
         return {**rl_trainer_kwargs(spec, training, env_spec), "sum_scores": _sum_scores(training)}
 
 
-class MultiAgentOffPolicyStrategy(TrainingStrategy):
+class MultiAgentOffPolicyStrategy(PettingZooStrategy):
     """Off-policy multi-agent training (MADDPG, MATD3)."""
 
     paradigm: ClassVar[str] = "multi-agent off-policy"
     default_loop: ClassVar[str | TrainingLoop | None] = (
-        "agilerl.training.train_multi_agent_off_policy:train_multi_agent_off_policy"
+        "agilerl.training.multi_agent_runs:run_multi_agent_off_policy"
     )
+
+    def loop_kwargs(
+        self, spec: AlgorithmSpec, manifest: TrainingManifest, envs: EnvSetup, *, device: str
+    ) -> dict[str, Any]:
+        """The trainer kwargs plus the replay capacity (the loop keeps one shared buffer)."""
+        kwargs = self.get_trainer_kwargs(
+            spec, training=manifest.training, env_spec=manifest.environment
+        )
+        if manifest.replay_buffer is not None:
+            kwargs["memory_size"] = manifest.replay_buffer.max_size
+        return kwargs
 
     def get_trainer_kwargs(
         self,
@@ -56,6 +97,6 @@ class MultiAgentOffPolicyStrategy(TrainingStrategy):
         """Shared RL kwargs, off-policy extras and sum_scores."""
         return {
             **rl_trainer_kwargs(spec, training, env_spec),
-            **_off_policy_extras(training, memory, n_step_memory),
+            "learning_delay": training.learning_delay or 0,
             "sum_scores": _sum_scores(training),
         }

@@ -167,7 +167,7 @@ def mutate_hyperparameters(
     ``hpo_ranges`` that is also a spec field (or from ``names``) is multiplied
     by the grow or shrink factor, clamped to its range (widened to include the
     current value), integers rounded, and
-    written through :meth:`MultiAgentAlgorithm.with_spec`.
+    written through :meth:`MultiAgentAlgorithm.set_hp`.
 
     Returns:
         The mutation applied to each member (``"lr_actor"``, ...) or ``None``.
@@ -189,7 +189,7 @@ def mutate_hyperparameters(
         new = min(max(new, min(low, value)), max(high, value))
         if isinstance(value, int) and not isinstance(value, bool):
             new = round(new)
-        agent.with_spec(**{name: new})
+        agent.set_hp(**{name: new})
         agent.mut = name
         applied.append(name)
     return applied

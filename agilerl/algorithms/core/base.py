@@ -254,6 +254,14 @@ class EvolvableAlgorithm:
     def _on_hp_change(self, changed: set[str]) -> None:
         """Hook after :meth:`set_hp` changed ``changed`` (e.g. remake exploration noise)."""
 
+    def _networks(self) -> dict[str, Any]:
+        """The modules saved, loaded and cloned, by name (default: ``network_names``)."""
+        return {name: getattr(self, name) for name in self.network_names}
+
+    def _optimizers(self) -> dict[str, Any]:
+        """The optimizers saved and loaded, by name (default: ``optimizer_names``)."""
+        return {name: getattr(self, name) for name in self.optimizer_names}
+
     def _extra_state(self) -> dict[str, Any]:
         """Additional plain state saved by subclasses."""
         return {}
@@ -290,8 +298,8 @@ class EvolvableAlgorithm:
 
     def set_lr(self, lr: float) -> None:
         """Set the learning rate of every optimizer (the spec's ``lr`` stays the base value)."""
-        for name in self.optimizer_names:
-            _set_lr(getattr(self, name), float(lr))
+        for opt in self._optimizers().values():
+            _set_lr(opt, float(lr))
 
     def hyperparameters(self) -> dict[str, Any]:
         """The current values of ``hp_names``."""
@@ -315,10 +323,8 @@ class EvolvableAlgorithm:
             "spec": self.spec.model_dump(mode="json"),
             "args": _to_plain(self.init_args(), "args"),
             "total_steps": self.total_steps,
-            "networks": {
-                name: dict(getattr(self, name).state_dict()) for name in self.network_names
-            },
-            "optimizers": {name: getattr(self, name).state_dict() for name in self.optimizer_names},
+            "networks": {name: dict(net.state_dict()) for name, net in self._networks().items()},
+            "optimizers": {name: opt.state_dict() for name, opt in self._optimizers().items()},
             "index": self.index,
             "steps": int(self.steps),
             "num_updates": int(self.num_updates),
@@ -351,13 +357,13 @@ class EvolvableAlgorithm:
         if spec.model_dump() != self.spec.model_dump():
             self.set_hp(**{k: getattr(spec, k) for k in type(spec).model_fields})
         self.spec = spec
-        for name in self.network_names:
+        for name, net in self._networks().items():
             try:
-                getattr(self, name).load_state_dict(state["networks"][name])
-            except RuntimeError as exc:
+                net.load_state_dict(state["networks"][name])
+            except (RuntimeError, KeyError) as exc:
                 raise ValueError(f"Weights of {name!r} do not fit the network: {exc}") from exc
-        for name in self.optimizer_names:
-            getattr(self, name).load_state_dict(state["optimizers"][name])
+        for name, opt in self._optimizers().items():
+            opt.load_state_dict(state["optimizers"][name])
         self.index = int(state.get("index", self.index))
         self.steps = int(state.get("steps", 0))
         self.num_updates = int(state.get("num_updates", 0))
@@ -453,9 +459,9 @@ class EvolvableAlgorithm:
             raise ValueError(
                 f"Checkpoint {path} holds a {state.get('algorithm')}, not a {type(self).__name__}"
             )
-        for name in self.network_names:
+        for name, net in self._networks().items():
             try:
-                getattr(self, name).load_state_dict(state["networks"][name])
+                net.load_state_dict(state["networks"][name])
             except (RuntimeError, KeyError) as exc:
                 message = f"Checkpoint {path}: weights of {name!r} do not fit: {exc}"
                 raise ValueError(message) from exc

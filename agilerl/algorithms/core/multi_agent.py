@@ -6,19 +6,15 @@ Subclass contract:
   and ``self.opts`` (``{name: optimizer}``) from ``self.spec``.
 * ``act(obs, greedy)`` returns env actions per agent; ``learn(...)`` updates.
 
-Checkpoints (:meth:`MultiAgentAlgorithm.state_dict`) hold the spec as JSON
-data (``spec.model_dump(mode="json")``), the spaces as plain dicts and the
-weights/optimizer states as tensors, so they load with
-``torch.load(weights_only=True)``.
+Checkpoints come from the shared base (:mod:`agilerl.algorithms.core.base`):
+the spec as JSON data, the spaces as plain dicts and the weights/optimizer
+states as tensors, so they load with ``torch.load(weights_only=True)``.
 """
 
 from __future__ import annotations
 
-import copy
-import os
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -26,21 +22,17 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from agilerl.algorithms.core import base
 from agilerl.arena.models.algorithms.base import MultiAgentAlgorithmSpec
 from agilerl.arena.models.networks import MlpSpec, NetworkSpec
-from agilerl.networks.spaces import space_from_dict, space_to_dict
 
 __all__ = [
-    "MA_CHECKPOINT_FORMAT",
     "MultiAgentAlgorithm",
     "agent_group",
     "build_mlp",
     "flat_dim",
 ]
 
-MA_CHECKPOINT_FORMAT = "agilerl.multi_agent"
-MA_CHECKPOINT_VERSION = 1
-_REGISTRY: dict[str, type[MultiAgentAlgorithm]] = {}
 _GROUP = re.compile(r"^(.*)_\d+$")
 
 
@@ -113,8 +105,12 @@ def _check_spaces(name: str, value: Any) -> dict[str, spaces.Space]:
     return dict(value)
 
 
-class MultiAgentAlgorithm:
+class MultiAgentAlgorithm(base.MultiAgentAlgorithm):
     """Root of multi-agent algorithms (IPPO, MADDPG, MATD3).
+
+    Built from the validated spec like every algorithm (see
+    :mod:`agilerl.algorithms.core.base`); checkpoints, clones and
+    hyperparameter changes (:meth:`set_hp`) come from the shared base.
 
     Args:
         spec: The validated algorithm spec (single source of hyperparameters).
@@ -122,20 +118,22 @@ class MultiAgentAlgorithm:
         action_spaces: Per-agent action spaces (same keys).
         index: Identity within a population.
         device: Torch device of the networks.
+        total_steps: Env steps of the whole run.
+        **overrides: Spec fields to change, validated through the spec.
 
     Attributes:
         agents: Agent ids in env order.
         policy_of: ``{agent: policy id}``: the agent's group when
             ``spec.share_policies``, else the agent id.
         policies: Distinct policy ids, in first-seen order.
-        steps, num_updates, fitness, scores, mut: As for single-agent algorithms.
+        nets: ``{name: nn.ModuleDict keyed by policy id}`` (saved and loaded).
+        opts: ``{name: optimizer}`` (saved and loaded).
     """
 
     spec_class: ClassVar[type[MultiAgentAlgorithmSpec]] = MultiAgentAlgorithmSpec
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        _REGISTRY[cls.__name__] = cls
+    rebuild_fields: ClassVar[frozenset[str]] = frozenset(
+        {"net_config", "share_policies", "normalize_images"}
+    )
 
     def __init__(
         self,
@@ -145,14 +143,13 @@ class MultiAgentAlgorithm:
         *,
         index: int | None = 0,
         device: str | torch.device = "cpu",
+        total_steps: int | None = None,
+        **overrides: Any,
     ) -> None:
         if index is None:
             raise ValueError("index is required (the agent's slot in the population)")
-        if not isinstance(spec, self.spec_class):
-            raise TypeError(
-                f"{type(self).__name__} needs a {self.spec_class.__name__}, "
-                f"got {type(spec).__name__}"
-            )
+        super().__init__(spec, index=index, device=device, total_steps=total_steps, **overrides)
+        spec = self.spec
         self.observation_spaces = _check_spaces("observation_spaces", observation_spaces)
         self.action_spaces = _check_spaces("action_spaces", action_spaces)
         if set(self.observation_spaces) != set(self.action_spaces):
@@ -160,15 +157,7 @@ class MultiAgentAlgorithm:
                 "observation_spaces and action_spaces name different agents: "
                 f"{sorted(self.observation_spaces)} vs {sorted(self.action_spaces)}"
             )
-        self.spec = spec
         self.agents = list(self.observation_spaces)
-        self.index = int(index)
-        self.device = torch.device(device)
-        self.steps = 0
-        self.num_updates = 0
-        self.fitness: list[float] = []
-        self.scores: list[float] = []
-        self.mut: str | None = None
         self.policy_of = {a: agent_group(a) if spec.share_policies else a for a in self.agents}
         self.policies = list(dict.fromkeys(self.policy_of.values()))
         self.members = {
@@ -208,12 +197,20 @@ class MultiAgentAlgorithm:
             f"{policy!r}; add one named after the group ({agent_group(policy)!r})"
         )
 
-    def with_spec(self, **update: Any) -> None:
-        """Change hyperparameters through the spec (validated); learning rates apply now."""
-        data = {**self.spec.model_dump(), **update}
-        new = type(self.spec).model_validate(data)
-        new._registry_name = self.spec._registry_name
-        self.spec = new
+    def init_args(self) -> dict[str, Any]:
+        """The per-agent spaces (with the spec and runtime, enough to rebuild the agent)."""
+        return {
+            "observation_spaces": dict(self.observation_spaces),
+            "action_spaces": dict(self.action_spaces),
+        }
+
+    def _networks(self) -> dict[str, Any]:
+        return dict(self.nets)
+
+    def _optimizers(self) -> dict[str, Any]:
+        return dict(self.opts)
+
+    def _on_hp_change(self, changed: set[str]) -> None:
         self._apply_lrs()
 
     def _apply_lrs(self) -> None:
@@ -233,121 +230,12 @@ class MultiAgentAlgorithm:
         """One learning update; returns scalar losses."""
         raise NotImplementedError
 
-    # --- state ------------------------------------------------------------------
-    def _extra_state(self) -> dict[str, Any]:
-        return {}
-
-    def _load_extra_state(self, extra: Mapping[str, Any]) -> None:
-        pass
-
-    def state_dict(self) -> dict[str, Any]:
-        """Spec (JSON data), spaces, weights, optimizer states, counters and history."""
-        return {
-            "format": MA_CHECKPOINT_FORMAT,
-            "version": MA_CHECKPOINT_VERSION,
-            "algorithm": type(self).__name__,
-            "spec": self.spec.model_dump(mode="json"),
-            "observation_spaces": {a: space_to_dict(s) for a, s in self.observation_spaces.items()},
-            "action_spaces": {a: space_to_dict(s) for a, s in self.action_spaces.items()},
-            "networks": {name: dict(net.state_dict()) for name, net in self.nets.items()},
-            "optimizers": {name: opt.state_dict() for name, opt in self.opts.items()},
-            "index": self.index,
-            "steps": int(self.steps),
-            "num_updates": int(self.num_updates),
-            "fitness": [float(f) for f in self.fitness],
-            "scores": [float(s) for s in self.scores],
-            "mut": self.mut,
-            "extra": self._extra_state(),
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore spec, weights, optimizer state, counters and history.
-
-        Raises:
-            ValueError: If ``state`` is not a checkpoint of this algorithm or
-                its weights do not fit.
-        """
-        if state.get("format") != MA_CHECKPOINT_FORMAT:
-            raise ValueError("not an agilerl multi-agent state dict")
-        if state["algorithm"] != type(self).__name__:
-            raise ValueError(f"state dict is for {state['algorithm']}, not {type(self).__name__}")
-        spec = self.spec_class.model_validate(state["spec"])
-        spec._registry_name = self.spec._registry_name
-        rebuild = spec.model_dump(mode="json") != self.spec.model_dump(mode="json")
-        self.spec = spec
-        if rebuild:
-            self._build()
-        for name, net in self.nets.items():
-            try:
-                net.load_state_dict(state["networks"][name])
-            except (RuntimeError, KeyError) as exc:
-                raise ValueError(f"weights of {name!r} do not fit the network: {exc}") from exc
-        for name, opt in self.opts.items():
-            opt.load_state_dict(state["optimizers"][name])
-        self._apply_lrs()
-        self.index = int(state.get("index", self.index))
-        self.steps = int(state.get("steps", 0))
-        self.num_updates = int(state.get("num_updates", 0))
-        self.fitness = [float(f) for f in state.get("fitness", [])]
-        self.scores = [float(s) for s in state.get("scores", [])]
-        self.mut = state.get("mut")
-        self._load_extra_state(state.get("extra", {}))
-
     @classmethod
     def from_state(
         cls, state: Mapping[str, Any], device: str | torch.device = "cpu"
     ) -> MultiAgentAlgorithm:
         """Build an agent from a state dict alone (dispatching on the stored algorithm)."""
-        name = state.get("algorithm")
-        algo_cls = cls if name == cls.__name__ else _REGISTRY.get(str(name))
-        if algo_cls is None or not issubclass(algo_cls, cls):
-            raise ValueError(f"state dict holds a {name}, which is not a {cls.__name__}")
-        spec = algo_cls.spec_class.model_validate(state["spec"])
-        agent = algo_cls(
-            spec,
-            {a: space_from_dict(s) for a, s in state["observation_spaces"].items()},
-            {a: space_from_dict(s) for a, s in state["action_spaces"].items()},
-            index=int(state.get("index", 0)),
-            device=device,
-        )
-        agent.load_state_dict(state)
-        return agent
-
-    def clone(self, index: int | None = None) -> MultiAgentAlgorithm:
-        """An independent deep copy; ``index`` overrides the clone's index."""
-        agent = type(self).from_state(copy.deepcopy(self.state_dict()), self.device)
-        agent.spec._registry_name = self.spec._registry_name
-        if index is not None:
-            agent.index = int(index)
-        return agent
-
-    def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
-        """Write :meth:`state_dict` to ``path`` (atomically, via a temporary file)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        torch.save(self.state_dict(), tmp)
-        os.replace(tmp, path)
-
-    @classmethod
-    def load(
-        cls, path: str | os.PathLike[str], device: str | torch.device = "cpu"
-    ) -> MultiAgentAlgorithm:
-        """Build an agent from a checkpoint file (``torch.load(weights_only=True)``).
-
-        Raises:
-            ValueError: Naming the file if it cannot be read or holds another algorithm.
-        """
-        try:
-            state = torch.load(path, map_location=device, weights_only=True)
-        except Exception as exc:
-            raise ValueError(
-                f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc})"
-            ) from exc
-        try:
-            return cls.from_state(state, device)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"checkpoint {path} cannot be loaded: {exc}") from exc
+        return cls._from_state(state, device)
 
     # --- helpers for subclasses --------------------------------------------------
     def stacked(self, batch: Mapping[str, torch.Tensor], agents: Sequence[str]) -> torch.Tensor:
