@@ -99,13 +99,14 @@ def _run_task(cfg: Any) -> float | None:
     job = SweepJob.current()
     try:
         manifest, options = build_manifest(cfg, overrides)
-        check_environment(manifest)
         fields = preflight(
             manifest,
             device=options.device,
             trust_code=options.trust_code or options.dry_run,
             source="command line",
         )
+        if not fields or options.trust_code:  # making the env runs no untrusted code
+            check_environment(manifest)
         if options.dry_run:
             import yaml
 

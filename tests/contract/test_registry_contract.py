@@ -27,7 +27,7 @@ import pytest
 import torch
 from gymnasium.vector import AutoresetMode
 
-from agilerl.arena.models.algorithms import LLMAlgorithmSpec
+from agilerl.arena.models.algorithms import LLMAlgorithmSpec, MultiAgentAlgorithmSpec
 from agilerl.arena.models.env import BanditEnvSpec
 from agilerl.arena.models.errors import ConfigError
 from agilerl.arena.models.registry import MANIFEST_REGISTRY
@@ -50,11 +50,14 @@ ENV_BY_KIND = {"discrete": "CartPole-v1", "continuous": "Pendulum-v1"}
 NAMES = MANIFEST_REGISTRY.names()
 # one name per spec class: aliases ("RainbowDQN" beside "Rainbow DQN") build the same agent
 CLASSES = {cls: name for name, cls in reversed(MANIFEST_REGISTRY.items())}
-# LLM algorithms fine-tune a language model on text, not an agent in an env: tests/llm checks them
+# LLM algorithms fine-tune a language model on text, not an agent in an env: tests/llm checks
+# them; multi-agent algorithms act on per-agent dicts in PettingZoo envs: tests/algorithms_ma
+# checks their clones, checkpoints (weights_only), spec values and evaluation
 TRAINABLE = sorted(
     name
     for cls, name in CLASSES.items()
-    if strategy_for(cls).trainable and not issubclass(cls, LLMAlgorithmSpec)
+    if strategy_for(cls).trainable
+    and not issubclass(cls, LLMAlgorithmSpec | MultiAgentAlgorithmSpec)
 )
 
 

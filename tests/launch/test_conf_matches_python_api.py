@@ -72,6 +72,7 @@ def test_composed_manifest_equals_the_python_api_manifest(
         network=_yaml(CONF / "network" / "llm_lora.yaml") if llm else None,
         run_dir=tmp_path,
         verbose=False,
+        trust_code=True,  # the shipped env confs' code (a reward file) is the repository's own
     )
     assert composed.to_dict() == trainer.manifest.to_dict()
     assert (

@@ -30,7 +30,10 @@ SMOKE = (
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_experiment_trains_or_is_refused_cleanly(compose, tmp_path: Path, experiment: str) -> None:
     manifest, _ = build_manifest(compose(f"experiment={experiment}", *SMOKE))
-    trainer = LocalTrainer.from_manifest(manifest, run_dir=tmp_path / "run", verbose=False)
+    # the shipped presets' code (e.g. the countdown reward file) is the repository's own
+    trainer = LocalTrainer.from_manifest(
+        manifest, run_dir=tmp_path / "run", verbose=False, trust_code=True
+    )
     strategy = select_strategy(trainer.spec)
     if not strategy.trainable:
         with pytest.raises(ConfigError, match="not available in this version"):

@@ -53,8 +53,8 @@ LOOPS = {
     SingleAgentOffPolicyStrategy: "train_off_policy",
     OfflineStrategy: "train_offline",
     BanditStrategy: "train_bandits",
-    MultiAgentOnPolicyStrategy: "train_multi_agent_on_policy",
-    MultiAgentOffPolicyStrategy: "train_multi_agent_off_policy",
+    MultiAgentOnPolicyStrategy: "run_multi_agent_on_policy",
+    MultiAgentOffPolicyStrategy: "run_multi_agent_off_policy",
     LLMRolloutStrategy: "train_llm_rollout",
     LLMDatasetStrategy: "train_llm_dataset",
 }

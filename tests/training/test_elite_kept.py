@@ -29,7 +29,7 @@ def _weights(agent: object) -> dict[str, torch.Tensor]:
     return {
         f"{name}.{key}": tensor.clone()
         for name, net in state["networks"].items()
-        for key, tensor in net["state_dict"].items()
+        for key, tensor in net.items()
     }
 
 

@@ -48,7 +48,7 @@ def test_evaluate_exits_0_for_every_trainable_algorithm(
     run = _smoke_run(tmp_path, name)
     assert main(["evaluate", str(run), "--episodes", "2"]) == 0
     out = capsys.readouterr().out
-    assert "episodes: 2" in out and "mean return:" in out
+    assert "episodes: 2" in out and "return:" in out and "95% CI" in out
 
 
 def test_evaluate_refuses_an_env_whose_spaces_do_not_fit(
