@@ -9,6 +9,10 @@ they are saved with the weights, cloned, and carried over by architecture
 mutations. They are updated only by forward passes that record gradients in
 training mode (the learning updates, on replay or rollout batches); acting,
 target computations and evaluation run without gradients and leave them alone.
+A target network's copy follows its online network's statistics
+(:meth:`RunningNorm.follow`, linked by ``OffPolicyAlgorithm._target_of``): its
+lagging weights then read observations normalised as the online network reads
+them, as with the single shared normaliser of the SimBa paper.
 """
 
 from __future__ import annotations
@@ -43,6 +47,14 @@ class RunningNorm(nn.Module):
         self.register_buffer("var", torch.ones(dim))
         self.register_buffer("count", torch.tensor(0.0))
 
+    def follow(self, source: RunningNorm) -> None:
+        """Use ``source``'s statistics from now on (a target network's copy follows its online one).
+
+        The statistics are copied into this module's buffers at every forward
+        pass, so its checkpoint holds the values it normalised with.
+        """
+        self.__dict__["_source"] = source  # a plain reference: not a submodule, not saved twice
+
     @torch.no_grad()
     def update(self, x: torch.Tensor) -> None:
         """Merge a batch ``[B, dim]`` into the statistics (parallel Welford)."""
@@ -60,7 +72,13 @@ class RunningNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Normalise ``x``; in training mode with gradients enabled, fit on it first."""
-        if self.training and torch.is_grad_enabled():
+        source = self.__dict__.get("_source")
+        if source is not None:
+            with torch.no_grad():
+                torch._foreach_copy_(
+                    [self.mean, self.var, self.count], [source.mean, source.var, source.count]
+                )
+        elif self.training and torch.is_grad_enabled():
             self.update(x.detach())
         return (x - self.mean) * torch.rsqrt(self.var + self.eps)
 

@@ -118,6 +118,26 @@ def test_statistics_are_checkpointed_with_the_agent(tmp_path: Path) -> None:
     assert clone.actor.encoder.obs_norm.count.item() == stats.count.item()
 
 
+def test_target_networks_normalise_with_the_online_statistics() -> None:
+    for name in ("TD3", "SAC", "DQN"):
+        env = gym.make("CartPole-v1" if name == "DQN" else "Pendulum-v1")
+        spec = MANIFEST_REGISTRY.create(name, net_config=SIMBA, batch_size=16)
+        agent = {"TD3": TD3, "SAC": SAC, "DQN": DQN}[name](
+            spec, env.observation_space, env.action_space
+        )
+        obs = torch.from_numpy(np.stack([env.observation_space.sample() for _ in range(16)]))
+        pairs = [(n.removesuffix("_target"), n) for n in agent.network_names if "target" in n]
+        for online, target in pairs:
+            online_norm = getattr(agent, online).encoder.obs_norm
+            online_norm.update(obs * 3.0 + 1.0)
+            with torch.no_grad():
+                getattr(agent, target).encoder(obs)
+            target_norm = getattr(agent, target).encoder.obs_norm
+            assert target_norm is not online_norm
+            torch.testing.assert_close(target_norm.mean, online_norm.mean)
+            torch.testing.assert_close(target_norm.var, online_norm.var)
+
+
 @pytest.mark.parametrize("cls", [DQN, TD3, SAC, PPO], ids=lambda c: c.__name__)
 def test_every_single_agent_algorithm_builds_and_acts_with_simba(cls: type) -> None:
     env = gym.make("CartPole-v1" if cls in (DQN, PPO) else "Pendulum-v1")
