@@ -18,6 +18,7 @@ from agilerl.algorithms.neural_ts import NeuralTS
 from agilerl.algorithms.neural_ucb import NeuralUCB
 from agilerl.algorithms.ppo import PPO
 from agilerl.algorithms.rainbow_dqn import RainbowDQN
+from agilerl.algorithms.sac import SAC
 from agilerl.algorithms.td3 import TD3
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "MADDPG",
     "MATD3",
     "PPO",
+    "SAC",
     "TD3",
     "EvolvableAlgorithm",
     "LLMAlgorithm",

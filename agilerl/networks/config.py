@@ -32,6 +32,7 @@ from agilerl.arena.models.networks import (
 from agilerl.networks.cnn import EvolvableCNN
 from agilerl.networks.mlp import EvolvableMLP
 from agilerl.networks.multi_input import EvolvableMultiInput
+from agilerl.networks.simba import SimbaEncoder
 from agilerl.networks.spaces import is_image_space
 
 ENCODER_ARCHS = ("mlp", "cnn", "multiinput", "lstm", "simba")
@@ -118,7 +119,7 @@ def build_encoder(
         An encoder module with ``latent_dim``, ``config`` and ``forward(obs)``.
 
     Raises:
-        NotImplementedError: For ``lstm`` and ``simba`` encoders (not yet built).
+        NotImplementedError: For ``lstm`` encoders (not yet built).
         ValueError: If the arch does not fit the observation space.
     """
     enc = dict(net_config["encoder_config"])
@@ -143,12 +144,21 @@ def build_encoder(
             normalize_images=normalize_images,
             **enc,
         )
+    if arch == "simba":
+        if isinstance(observation_space, spaces.Dict | spaces.Tuple):
+            raise ValueError("arch 'simba' cannot encode a Dict/Tuple space; use 'multiinput'")
+        return SimbaEncoder(observation_space, latent_dim=latent_dim, **enc)
     raise NotImplementedError(
-        f"Encoder arch {arch!r} is not implemented yet (supported now: mlp, cnn, multiinput)"
+        f"Encoder arch {arch!r} is not implemented yet (supported now: mlp, cnn, multiinput, simba)"
     )
 
 
 def encoder_from_config(config: Mapping[str, Any]) -> nn.Module:
     """Rebuild an encoder from its own ``config`` attribute (fresh weights)."""
-    classes = {"mlp": EvolvableMLP, "cnn": EvolvableCNN, "multiinput": EvolvableMultiInput}
+    classes = {
+        "mlp": EvolvableMLP,
+        "cnn": EvolvableCNN,
+        "multiinput": EvolvableMultiInput,
+        "simba": SimbaEncoder,
+    }
     return classes[config["arch"]].from_config(dict(config))

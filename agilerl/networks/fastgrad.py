@@ -328,20 +328,22 @@ _ONE = torch.ones(())
 _set_grad_enabled = torch._C._set_grad_enabled
 
 
-def _backward(tensors: tuple[torch.Tensor, ...], grads: tuple[torch.Tensor, ...]) -> None:
+def _backward(
+    tensors: tuple[torch.Tensor, ...], grads: tuple[torch.Tensor, ...], keep_graph: bool = False
+) -> None:
     """``torch.autograd.backward`` without its Python argument handling (~40 us per call)."""
     try:
-        Variable._execution_engine.run_backward(tensors, grads, False, False, (), True, True)
+        Variable._execution_engine.run_backward(tensors, grads, keep_graph, False, (), True, True)
     except (AttributeError, TypeError):  # a torch whose private engine API differs
-        torch.autograd.backward(tensors, grads)
+        torch.autograd.backward(tensors, grads, retain_graph=keep_graph)
 
 
-def _send(inputs: torch.Tensor, grad: torch.Tensor) -> None:
+def _send(inputs: torch.Tensor, grad: torch.Tensor, keep_graph: bool) -> None:
     """Hand ``grad`` (d loss / d ``inputs``) on: into a leaf's ``.grad``, or through autograd."""
     if inputs.grad_fn is None:  # a leaf, e.g. another trunk's output
         inputs.grad = grad if inputs.grad is None else inputs.grad + grad
     else:
-        _backward((inputs,), (grad,))
+        _backward((inputs,), (grad,), keep_graph)
 
 
 class GradTape:
@@ -394,16 +396,19 @@ class GradTape:
         """Back-propagate a scalar ``loss`` through the loss expression, then each trunk."""
         records, self._records = self._records, []
         one = _ONE if loss.dtype == _ONE.dtype and loss.device == _ONE.device else _ONE.to(loss)
-        _backward((loss,), (one,))
+        # A trunk input computed by autograd (e.g. a sampled action fed to a critic) may share
+        # graph with the loss, and several trunks may read it: keep the graph for their passes.
+        keep = any(x.grad_fn is not None for record in records for x in record.inputs)
+        _backward((loss,), (one,), keep)
         previous = torch.is_grad_enabled()
         _set_grad_enabled(False)
         try:
-            self._backward_records(records)
+            self._backward_records(records, keep)
         finally:
             _set_grad_enabled(previous)
 
     @staticmethod
-    def _backward_records(records: list[_Record]) -> None:
+    def _backward_records(records: list[_Record], keep_graph: bool = False) -> None:
         for record in reversed(records):
             grad = record.output.grad
             if grad is None:
@@ -421,13 +426,13 @@ class GradTape:
             if not any(wanted):
                 continue
             if len(record.inputs) == 1:
-                _send(record.inputs[0], grad_in)
+                _send(record.inputs[0], grad_in, keep_graph)
                 continue
             start = 0
             for x, want in zip(record.inputs, wanted, strict=True):
                 width = x.shape[-1]
                 if want:
-                    _send(x, grad_in[..., start : start + width])
+                    _send(x, grad_in[..., start : start + width], keep_graph)
                 start += width
 
 

@@ -1,4 +1,4 @@
-"""Our DQN and TD3 against Stable-Baselines3's, in one process tree, same seeds.
+"""Our DQN, TD3 and SAC against Stable-Baselines3's, in one process tree, same seeds.
 
 - DQN on CartPole-v1: SB3 with rl-zoo3's tuned set (lr 2.3e-3, batch 64, buffer 100k,
   1000 warm-up steps, train_freq 256 / gradient_steps 128, target update every 10
@@ -10,12 +10,16 @@
   200k, 10k warm-up... capped here at 1000 like ours so both learn for the same
   steps, Gaussian noise 0.1, 400x300); ours with conf/tuned/td3_pendulum.yaml. Both
   evaluated every 2k steps on 10 episodes; the return at 20k steps is compared.
+- SAC on Pendulum-v1, 20k steps: SB3 with rl-zoo3's set (lr 1e-3, SB3's defaults
+  otherwise: batch 256, buffer 1M, tau 0.005, gamma 0.99, one update per step, learned
+  entropy coefficient from 1.0, 256x256), warm-up 1000 steps like ours; ours with
+  conf/tuned/sac_pendulum.yaml. Evaluated and compared as for TD3.
 
 Prints env-steps/s (evaluation included) and, for DQN, wall seconds to the threshold,
 as ratios ours/SB3.
 
     pip install -e ".[bench]"
-    python scripts/bench/off_policy_vs_sb3.py [--seeds 0 1 2] [--skip-td3]
+    python scripts/bench/off_policy_vs_sb3.py [--seeds 0 1 2] [--skip-dqn] [--skip-td3] [--skip-sac]
 """
 
 from __future__ import annotations
@@ -165,6 +169,29 @@ def run_sb3_td3(seed: int) -> dict:
     return _sb3_result(model, wall, recorder)
 
 
+def run_sb3_sac(seed: int) -> dict:
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.env_util import make_vec_env
+
+    env = make_vec_env("Pendulum-v1", n_envs=1, seed=seed)
+    model = SAC(
+        "MlpPolicy",
+        env,
+        learning_rate=1e-3,
+        learning_starts=1000,
+        train_freq=1,
+        gradient_steps=1,
+        seed=seed,
+        device="cpu",
+        verbose=0,
+    )
+    recorder = _EvalRecorder(make_vec_env("Pendulum-v1", n_envs=1, seed=seed + 1), 2000, None)
+    start = time.perf_counter()
+    model.learn(total_timesteps=20_000, callback=recorder)
+    wall = time.perf_counter() - start
+    return _sb3_result(model, wall, recorder)
+
+
 def _sb3_result(model: Any, wall: float, recorder: Any) -> dict:
     solved = recorder.solved
     return {
@@ -201,6 +228,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--skip-td3", action="store_true")
     parser.add_argument("--skip-dqn", action="store_true")
+    parser.add_argument("--skip-sac", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -223,20 +251,24 @@ def main() -> None:
                     f"median seconds to 475: ours {ours_t:.1f}  sb3 {sb3_t:.1f}  "
                     f"ratio {ours_t / sb3_t:.2f}x"
                 )
-        if not args.skip_td3:
-            td3 = {"ours": [], "sb3": []}
+        pendulum = [("td3", run_sb3_td3, args.skip_td3), ("sac", run_sb3_sac, args.skip_sac)]
+        for algorithm, run_sb3, skip in pendulum:
+            if skip:
+                continue
+            rows = {"ours": [], "sb3": []}
             for seed in args.seeds:
-                td3["ours"].append(
-                    run_ours("td3", "pendulum", seed, Path(tmp), "training.target_score=null")
+                rows["ours"].append(
+                    run_ours(algorithm, "pendulum", seed, Path(tmp), "training.target_score=null")
                 )
-                td3["sb3"].append(run_sb3_td3(seed))
+                rows["sb3"].append(run_sb3(seed))
             _table(
-                "TD3 Pendulum-v1, 20k steps (goal: >= 5x steps/s, equal or better return)",
-                td3,
+                f"{algorithm.upper()} Pendulum-v1, 20k steps "
+                "(goal: >= 5x steps/s, equal or better return)",
+                rows,
                 args.seeds,
             )
             for who in ("ours", "sb3"):
-                final = statistics.median(r["final_return"] for r in td3[who])
+                final = statistics.median(r["final_return"] for r in rows[who])
                 print(f"median return at 20k steps, {who}: {final:.1f}")
 
 

@@ -18,6 +18,7 @@ EXPECTED = {
     "Rainbow DQN",
     "DDPG",
     "TD3",
+    "SAC",
     "CQN",
     "NeuralTS",
     "NeuralUCB",

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from agilerl.algorithms import DDPG, DQN, PPO, TD3, RainbowDQN
+from agilerl.algorithms import DDPG, DQN, PPO, SAC, TD3, RainbowDQN
 from agilerl.arena.models.registry import MANIFEST_REGISTRY
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.networks.fastgrad import GradTape, MLPChain, autograd_only, chain_of
@@ -61,13 +61,15 @@ OFF_POLICY = [
     ("RainbowDQN", RainbowDQN, DISCRETE, {}),
     ("DDPG", DDPG, BOX_ACT, {"policy_freq": 1}),
     ("TD3", TD3, BOX_ACT, {"policy_freq": 1, "policy_noise": 0.0}),
+    ("SAC", SAC, BOX_ACT, {"policy_freq": 1}),
+    ("SAC-shared", SAC, BOX_ACT, {"policy_freq": 1, "share_encoders": True}),
 ]
 
 
 @pytest.mark.parametrize("layer_norm", [False, True])
 @pytest.mark.parametrize(("name", "cls", "action_space", "fields"), OFF_POLICY)
 def test_off_policy_updates_match_autograd(name, cls, action_space, fields, layer_norm):
-    spec = MANIFEST_REGISTRY.create(name, net_config=_net(layer_norm), **fields)
+    spec = MANIFEST_REGISTRY.create(name.split("-")[0], net_config=_net(layer_norm), **fields)
     fast, slow = _pair(lambda: cls(spec, BOX_OBS, action_space))
     weights = np.linspace(0.5, 1.5, 32).astype(np.float32)
     for step in range(3):
@@ -78,7 +80,7 @@ def test_off_policy_updates_match_autograd(name, cls, action_space, fields, laye
         with autograd_only():
             out_slow = slow.learn(batch, weights=weights)
         assert out_fast.keys() == out_slow.keys()
-        for key in ("loss", "critic_loss", "actor_loss", "q_mean"):
+        for key in ("loss", "critic_loss", "actor_loss", "alpha_loss", "alpha", "q_mean"):
             if key in out_fast:
                 assert out_fast[key] == pytest.approx(out_slow[key], rel=1e-4, abs=1e-5)
     _assert_same_params(fast, slow)

@@ -130,6 +130,9 @@ class OffPolicyAlgorithm(SingleAgentAlgorithm):
     ) -> nn.Module:
         """A frozen copy of ``module`` (a target network).
 
+        Sub-modules with a ``follow(source)`` method (running observation
+        statistics) are linked to their online originals.
+
         Args:
             module: The online network.
             shared: Sub-modules to map onto existing copies instead of copying
@@ -139,6 +142,9 @@ class OffPolicyAlgorithm(SingleAgentAlgorithm):
         target = copy.deepcopy(module, memo)
         for p in target.parameters():
             p.requires_grad_(False)
+        for source, copied in zip(module.modules(), target.modules(), strict=True):
+            if copied is not source and callable(getattr(copied, "follow", None)):
+                copied.follow(source)  # running statistics (SimBa) follow the online network
         return target
 
     @staticmethod

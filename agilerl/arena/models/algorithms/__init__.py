@@ -27,6 +27,7 @@ from agilerl.arena.models.algorithms.neural_ts import NeuralTSSpec
 from agilerl.arena.models.algorithms.neural_ucb import NeuralUCBSpec
 from agilerl.arena.models.algorithms.ppo import LRScheduleSpec, PPOSpec, RecurrentPPOSpec
 from agilerl.arena.models.algorithms.rainbow_dqn import RainbowDQNSpec
+from agilerl.arena.models.algorithms.sac import SACSpec
 from agilerl.arena.models.algorithms.sft import SFTSpec
 from agilerl.arena.models.algorithms.td3 import TD3Spec
 
@@ -62,6 +63,7 @@ __all__ = [
     "RainbowDQNSpec",
     "RecurrentPPOSpec",
     "RolloutLLMSpec",
+    "SACSpec",
     "SFTSpec",
     "SingleAgentAlgorithmSpec",
     "TD3Spec",

@@ -1,0 +1,275 @@
+"""Soft Actor-Critic: squashed Gaussian policy, twin critics, automatic entropy tuning."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from agilerl.algorithms.core.off_policy import OffPolicyAlgorithm, soft_update
+from agilerl.arena.models.algorithms.sac import SACSpec
+from agilerl.networks.deterministic import ContinuousQNetwork
+from agilerl.networks.fastgrad import GradTape, joined_chain
+from agilerl.networks.optim import FlatAdam
+from agilerl.networks.spaces import make_obs_converter
+from agilerl.networks.squashed_gaussian import LOG_STD_MAX, LOG_STD_MIN, SquashedGaussianActor
+
+
+class SAC(OffPolicyAlgorithm):
+    """SAC (Haarnoja et al., 2018), with the learned temperature of the follow-up paper.
+
+    Every :meth:`learn` takes one critic step on ``sum_i (Q_i(s, a) - y)^2``
+    with the entropy-regularised target ``y = r + gamma^n (1 - done)
+    (min_i Q_i_target(s', a') - alpha log pi(a'|s'))``, ``a' ~ pi(.|s')``,
+    and moves the target critics towards the online ones by ``tau``. Every
+    ``policy_freq``-th call also takes an actor step on ``alpha log pi(a|s) -
+    min_i Q_i(s, a)`` (``a ~ pi(.|s)``, reparameterised) and, with
+    ``learn_alpha``, a temperature step on ``-log_alpha (log pi(a|s) +
+    target_entropy)``, which raises alpha while the policy's entropy is below
+    ``target_entropy`` (default ``-action_dim``) and lowers it above.
+
+    Actions: the policy is a tanh-squashed Gaussian in ``[-1, 1]`` mapped onto
+    the env's bounds (:class:`SquashedGaussianActor`); acting samples from it,
+    greedy acting takes ``tanh(mean)``. The replay buffer stores env actions;
+    :meth:`learn` normalises them again. Hyperparameters are the fields of
+    :class:`SACSpec`.
+
+    Args:
+        spec: The validated spec.
+        observation_space: Single-env observation space.
+        action_space: ``Box`` action space with finite bounds.
+        index: Population index.
+        device: Torch device.
+        total_steps: Env steps of the whole run (informational).
+        actor_network: A pre-built actor to use as is.
+        critic_networks: Two pre-built critics to use as is.
+        **overrides: Spec fields to change, validated through the spec.
+
+    Raises:
+        ValueError: For a non-Box or unbounded action space, or not two critics.
+    """
+
+    spec_class: ClassVar[type] = SACSpec
+    num_critics: ClassVar[int] = 2
+    hp_names = (
+        "lr_actor",
+        "lr_critic",
+        "lr_alpha",
+        "batch_size",
+        "learn_step",
+        "gamma",
+        "tau",
+        "policy_freq",
+    )
+    lr_optimizers: ClassVar[dict[str, str]] = {
+        "lr_actor": "actor_optimizer",
+        "lr_critic": "critic_optimizer",
+        "lr_alpha": "alpha_optimizer",
+    }
+    rebuild_fields = frozenset({"net_config", "normalize_images", "share_encoders"})
+    network_names = ("actor", "critic_1", "critic_1_target", "critic_2", "critic_2_target")
+    optimizer_names = ("actor_optimizer", "critic_optimizer", "alpha_optimizer")
+    action_space_types = (spaces.Box,)
+
+    # --- construction -----------------------------------------------------------------
+    def _build(
+        self,
+        actor_network: nn.Module | None = None,
+        critic_networks: Sequence[nn.Module] | None = None,
+    ) -> None:
+        """(Re)build actor, critics, target critics, temperature, optimizers and converters."""
+        self._init_rng()
+        self.last_actor_loss = getattr(self, "last_actor_loss", 0.0)
+        self.last_alpha_loss = getattr(self, "last_alpha_loss", 0.0)
+        self.last_entropy = getattr(self, "last_entropy", 0.0)
+        spec, actor, critics = self.spec, actor_network, critic_networks
+        if critics is not None and len(critics) != self.num_critics:
+            raise ValueError(f"SAC takes {self.num_critics} critic networks")
+        if actor is None:
+            actor = SquashedGaussianActor(
+                self.observation_space,
+                self.action_space,
+                net_config=self.net_config,
+                normalize_images=spec.normalize_images,
+                detach_encoder=spec.share_encoders,
+            )
+        self.actor = actor.to(self.device)
+        if critics is None:
+            encoder = self.actor.encoder if spec.share_encoders else None
+            critics = [
+                ContinuousQNetwork(
+                    self.observation_space,
+                    self.action_space,
+                    net_config=self.net_config,
+                    normalize_images=spec.normalize_images,
+                    encoder=encoder,
+                    seed_offset=i + 1,
+                )
+                for i in range(self.num_critics)
+            ]
+        self._critics = [critic.to(self.device) for critic in critics]
+        self._critic_targets = [self._target_of(self._critics[0])]
+        shared = None
+        if spec.share_encoders:
+            shared = {self.actor.encoder: self._critic_targets[0].encoder}
+        self._critic_targets += [self._target_of(c, shared) for c in self._critics[1:]]
+        self.critic_1, self.critic_2 = self._critics
+        self.critic_1_target, self.critic_2_target = self._critic_targets
+
+        # the temperature survives a rebuild (e.g. a network mutation of this agent)
+        log_alpha = getattr(self, "log_alpha", None)
+        value = math.log(spec.alpha_init) if log_alpha is None else log_alpha.item()
+        self.log_alpha = nn.Parameter(torch.tensor(value, device=self.device))
+
+        shared_ids = set()
+        if spec.share_encoders:
+            shared_ids = {id(p) for p in self.actor.encoder.parameters()}
+        actor_params = [p for p in self.actor.parameters() if id(p) not in shared_ids]
+        self.actor_optimizer = FlatAdam(actor_params, lr=spec.lr_actor)
+        self.critic_optimizer = FlatAdam(self._param_list(*self._critics), lr=spec.lr_critic)
+        self.alpha_optimizer = FlatAdam([self.log_alpha], lr=spec.lr_alpha)
+        self._online_params = self._param_list(*self._critics)
+        self._target_params = self._param_list(*self._critic_targets)
+        self._to_tensor = make_obs_converter(self.observation_space, self.device)
+        chain = None
+        if isinstance(self.actor, SquashedGaussianActor):
+            chain = joined_chain(self.actor.encoder, self.actor.head)
+        self._numpy_chain = chain if chain is not None and chain.numpy_ok else None
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {
+            "log_alpha": self.log_alpha.item(),
+            "last_actor_loss": float(self.last_actor_loss),
+            "last_alpha_loss": float(self.last_alpha_loss),
+            "last_entropy": float(self.last_entropy),
+        }
+
+    def _load_extra_state(self, extra: dict[str, Any]) -> None:
+        if "log_alpha" in extra:
+            with torch.no_grad():  # in place: the optimizer holds this parameter
+                self.log_alpha.fill_(float(extra["log_alpha"]))
+        self.last_actor_loss = float(extra.get("last_actor_loss", 0.0))
+        self.last_alpha_loss = float(extra.get("last_alpha_loss", 0.0))
+        self.last_entropy = float(extra.get("last_entropy", 0.0))
+
+    # --- temperature ------------------------------------------------------------------
+    @property
+    def alpha(self) -> float:
+        """The entropy temperature in use (``alpha_init`` when it is not learned)."""
+        if not self.spec.learn_alpha:
+            return float(self.spec.alpha_init)
+        return math.exp(self.log_alpha.item())
+
+    @property
+    def target_entropy_value(self) -> float:
+        """``target_entropy``, or ``-action_dim`` when the spec leaves it null."""
+        target = self.spec.target_entropy
+        return -float(self.actor.action_dim) if target is None else float(target)
+
+    # --- acting -----------------------------------------------------------------------
+    def get_action(self, obs: Any, epsilon: float = 0.0, greedy: bool = False) -> np.ndarray:
+        """Env actions ``float32 [B, *action_shape]`` for an observation batch.
+
+        Args:
+            obs: Observation batch (numpy/tensors; dicts for Dict spaces).
+            epsilon: Unused (accepted for a uniform off-policy interface).
+            greedy: The mean action ``tanh(mean)`` instead of a sample.
+        """
+        if self._numpy_chain is not None and type(obs) is np.ndarray:
+            mean, log_std = np.split(self._numpy_chain.forward_numpy(obs), 2, axis=-1)
+        else:
+            with torch.inference_mode():
+                mean, log_std = (t.cpu().numpy() for t in self.actor.forward(self._to_tensor(obs)))
+        if greedy:
+            action = np.tanh(mean)
+        else:
+            std = np.exp(np.clip(log_std, LOG_STD_MIN, LOG_STD_MAX))
+            action = np.tanh(mean + std * self.rng.standard_normal(mean.shape, dtype=np.float32))
+        return self.actor.to_env_action(action)
+
+    # --- learning ---------------------------------------------------------------------
+    def learn(
+        self,
+        batch: Mapping[str, Any],
+        n_step_batch: Mapping[str, Any] | None = None,
+        weights: torch.Tensor | None = None,
+    ) -> dict[str, Any]:
+        """One critic step and target update; every ``policy_freq`` calls an actor (and alpha) step.
+
+        Args:
+            batch: ``obs, action`` (env actions), ``reward, next_obs, done``
+                (``done`` = terminated), optional ``n_steps``.
+            n_step_batch: n-step transitions; when given they replace ``batch``
+                (they must carry ``n_steps``).
+            weights: Importance weights ``[B]`` for the critic loss; the result
+                then holds ``priorities`` (mean ``|td error|`` + 1e-6).
+
+        Returns:
+            ``critic_loss``, ``q_mean``, ``actor_loss``, ``alpha_loss`` and
+            ``entropy`` (the latter three from the most recent actor step,
+            ``0.0`` before the first), ``alpha`` and ``actor_updated`` (1.0 when
+            this call stepped the actor).
+
+        Raises:
+            FloatingPointError: If a loss is not finite (that step is not taken).
+            ValueError: If ``n_step_batch`` has no ``n_steps``.
+        """
+        b = self._prepare(self._n_step_batch("SAC", batch, n_step_batch))
+        w = self._weights(weights)
+        action = self.actor.normalize_action(b.action)
+        alpha = self.alpha
+        tape = GradTape()
+        with torch.no_grad():
+            next_action, next_log_prob = self.actor.sample(b.next_obs, tape)
+            next_q = torch.stack(
+                [t.forward(b.next_obs, next_action, tape) for t in self._critic_targets]
+            ).amin(dim=0)
+            y = b.reward + b.discount * (next_q - alpha * next_log_prob)
+        qs = [critic.forward(b.obs, action, tape) for critic in self._critics]
+        tds = [q - y for q in qs]
+        critic_loss = sum(
+            td.square().mean() if w is None else (td.square() * w).mean() for td in tds
+        )
+
+        critic_value, q_mean = torch.stack([critic_loss.detach(), qs[0].detach().mean()]).tolist()
+        self._check_finite({"critic_loss": critic_value})
+        self._step(self.critic_optimizer, tape, critic_loss)
+        self.num_updates += 1
+        soft_update(self._target_params, self._online_params, self.spec.tau)
+
+        actor_updated = self.num_updates % self.spec.policy_freq == 0
+        if actor_updated:
+            tape = GradTape()
+            policy_action, log_prob = self.actor.sample(b.obs, tape)
+            q_pi = torch.stack(
+                [c.forward(b.obs, policy_action, tape, params=False) for c in self._critics]
+            ).amin(dim=0)
+            actor_loss = (alpha * log_prob - q_pi).mean()
+            log_prob = log_prob.detach()
+            alpha_loss = -(self.log_alpha * (log_prob + self.target_entropy_value)).mean()
+            values = torch.stack([actor_loss.detach(), alpha_loss.detach(), -log_prob.mean()])
+            actor_value, alpha_value, entropy = values.tolist()
+            self._check_finite({"actor_loss": actor_value, "alpha_loss": alpha_value})
+            self._step(self.actor_optimizer, tape, actor_loss)
+            if self.spec.learn_alpha:
+                self._step(self.alpha_optimizer, GradTape(), alpha_loss)
+            self.last_actor_loss, self.last_alpha_loss = actor_value, alpha_value
+            self.last_entropy = entropy
+        out: dict[str, Any] = {
+            "critic_loss": critic_value,
+            "actor_loss": self.last_actor_loss,
+            "alpha_loss": self.last_alpha_loss,
+            "entropy": self.last_entropy,
+            "alpha": self.alpha,
+            "actor_updated": float(actor_updated),
+            "q_mean": q_mean,
+        }
+        if w is not None:
+            td_abs = torch.stack([td.detach().abs() for td in tds]).mean(0)
+            out["priorities"] = (td_abs + 1e-6).cpu().numpy()
+        return out

@@ -1,0 +1,60 @@
+"""SAC (single-agent, off-policy, continuous actions)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from agilerl.arena.models.algorithms.base import (
+    CONTINUOUS,
+    RL_HPO_RANGES,
+    HpRange,
+    SingleAgentAlgorithmSpec,
+)
+from agilerl.arena.models.networks import StochasticActorSpec
+from agilerl.arena.models.registry import register
+
+
+@register()
+class SACSpec(SingleAgentAlgorithmSpec):
+    """Soft Actor-Critic: squashed Gaussian policy, twin critics, automatic entropy tuning.
+
+    The warm-up before the first update is ``training.learning_delay``, as for TD3.
+    """
+
+    off_policy: ClassVar[bool] = True
+    action_space_kinds: ClassVar[frozenset[str]] = CONTINUOUS
+    hpo_ranges: ClassVar[dict[str, HpRange]] = {
+        **RL_HPO_RANGES,
+        "lr_alpha": (6.25e-5, 1e-2, 1.2, 0.8),
+    }
+
+    batch_size: int = Field(256, ge=1, description="Samples per gradient step.")
+    learn_step: int = Field(1, ge=1, description="Environment steps between learning updates.")
+    gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor.")
+    lr_actor: float = Field(3e-4, ge=0.0, le=1.0, description="Actor learning rate.")
+    lr_critic: float = Field(3e-4, ge=0.0, le=1.0, description="Critic learning rate.")
+    lr_alpha: float = Field(
+        3e-4, ge=0.0, le=1.0, description="Learning rate of the entropy temperature (log alpha)."
+    )
+    tau: float = Field(0.005, ge=0.0, le=1.0, description="Soft target-update rate.")
+    policy_freq: int = Field(
+        1, ge=1, description="Critic updates per actor (and temperature) update."
+    )
+    learn_alpha: bool = Field(
+        True, description="Tune the entropy temperature towards target_entropy; false keeps it."
+    )
+    alpha_init: float = Field(
+        1.0, gt=0.0, le=100.0, description="Initial (or, with learn_alpha false, fixed) alpha."
+    )
+    target_entropy: float | None = Field(
+        None,
+        ge=-1000.0,
+        le=1000.0,
+        description="Entropy the temperature tunes towards; null for -action_dim.",
+    )
+    share_encoders: bool = Field(
+        False, description="Critics use the actor's encoder (trained by the critics only)."
+    )
+    net_config: StochasticActorSpec | None = Field(None, description="Network settings.")

@@ -1,0 +1,159 @@
+"""Squashed Gaussian actor (SAC): a tanh-squashed diagonal Gaussian over a bounded Box.
+
+The head outputs a mean and a log standard deviation per action dimension.
+A sample is ``a = tanh(u)``, ``u ~ N(mean, exp(log_std)^2)``, in the
+normalised action space ``[-1, 1]``; :meth:`SquashedGaussianActor.to_env_action`
+maps it affinely onto the env's ``[low, high]`` and
+:meth:`SquashedGaussianActor.normalize_action` maps stored env actions back.
+Log-probabilities are those of ``a`` in the normalised space, with the tanh
+correction ``log p(a) = log N(u) - sum log(1 - tanh(u)^2)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from gymnasium import spaces
+from torch import nn
+
+from agilerl.networks.config import build_encoder, resolve_net_config
+from agilerl.networks.deterministic import box_action_dim
+from agilerl.networks.fastgrad import GradTape, run
+from agilerl.networks.heads import POLICY_OUTPUT_GAIN, build_head, seeded
+from agilerl.networks.spaces import ObsTensor, space_from_dict, space_to_dict
+
+__all__ = ["LOG_STD_MAX", "LOG_STD_MIN", "SquashedGaussianActor", "squashed_log_prob"]
+
+LOG_STD_MIN = -20.0
+LOG_STD_MAX = 2.0
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+_LOG_2 = math.log(2.0)
+
+
+def squashed_log_prob(u: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
+    """``log p(tanh(u))`` summed over the last dimension, ``[B]``.
+
+    ``log(1 - tanh(u)^2)`` is computed as ``2 (log 2 - u - softplus(-2u))``,
+    which stays finite where ``tanh(u)`` rounds to +-1.
+    """
+    z = (u - mean) * torch.exp(-log_std)
+    gaussian = -0.5 * z.square() - log_std - _HALF_LOG_2PI
+    correction = 2.0 * (_LOG_2 - u - F.softplus(-2.0 * u))
+    return (gaussian - correction).sum(-1)
+
+
+class SquashedGaussianActor(nn.Module):
+    """Encoder + MLP head giving ``(mean, log_std)`` of a tanh-squashed Gaussian.
+
+    ``log_std`` is clamped to ``[LOG_STD_MIN, LOG_STD_MAX]``. With
+    ``head_config.output_vanish`` (the default) the head's last layer starts
+    with a small gain, so the initial policy has mean ~0 and std ~1 (before
+    the squash).
+
+    Args:
+        observation_space: Single-env observation space.
+        action_space: ``Box`` action space with finite bounds.
+        net_config: Network config dict (see :mod:`agilerl.networks.config`).
+        normalize_images: Divide ``uint8`` images by 255.
+        encoder: An existing encoder to use (e.g. shared with the critics).
+        detach_encoder: Stop gradients from the actor into the encoder (set when
+            the encoder is shared and trained by the critics).
+
+    Raises:
+        ValueError: For a non-Box action space or one with infinite bounds.
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        net_config: Mapping[str, Any] | None = None,
+        normalize_images: bool = True,
+        encoder: nn.Module | None = None,
+        detach_encoder: bool = False,
+    ) -> None:
+        super().__init__()
+        self.action_dim = box_action_dim(action_space)
+        low = action_space.low.astype(np.float32).reshape(-1)
+        high = action_space.high.astype(np.float32).reshape(-1)
+        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+            raise ValueError(
+                f"A squashed Gaussian policy needs finite action bounds, got {action_space}; "
+                "wrap the env with gymnasium.wrappers.RescaleAction"
+            )
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.net_config = resolve_net_config(net_config, observation_space)
+        self.detach_encoder = bool(detach_encoder)
+        self.config: dict[str, Any] = {
+            "observation_space": space_to_dict(observation_space),
+            "action_space": space_to_dict(action_space),
+            "net_config": self.net_config,
+            "normalize_images": bool(normalize_images),
+        }
+        self._action_shape = tuple(action_space.shape)
+        self._half_range = (high - low) / 2.0
+        self._mid = (high + low) / 2.0
+        self.register_buffer("action_mid", torch.from_numpy(self._mid.copy()), persistent=False)
+        self.register_buffer(
+            "action_half_range", torch.from_numpy(self._half_range.copy()), persistent=False
+        )
+        head_config = dict(self.net_config["head_config"])
+        head_config["output_activation"] = None
+        gain = POLICY_OUTPUT_GAIN if head_config.get("output_vanish", True) else 1.0
+        with seeded(self.net_config.get("random_seed")):
+            self.encoder = (
+                encoder
+                if encoder is not None
+                else build_encoder(observation_space, self.net_config, normalize_images)
+            )
+            self.head = build_head(self.encoder.latent_dim, 2 * self.action_dim, head_config, gain)
+
+    def forward(
+        self, obs: ObsTensor, tape: GradTape | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mean, log_std)``, each ``[B, action_dim]`` (sub-modules through ``tape``)."""
+        latent = run(self.encoder, obs, tape)
+        if self.detach_encoder:
+            latent = latent.detach()
+        mean, log_std = run(self.head, latent, tape).chunk(2, dim=-1)
+        return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+
+    def sample(
+        self, obs: ObsTensor, tape: GradTape | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised sample ``(action [B, action_dim] in [-1, 1], log_prob [B])``."""
+        mean, log_std = self.forward(obs, tape)
+        u = mean + torch.randn_like(mean) * log_std.exp()
+        return torch.tanh(u), squashed_log_prob(u, mean, log_std)
+
+    def greedy(self, obs: ObsTensor) -> torch.Tensor:
+        """The deterministic action ``tanh(mean)``, normalised."""
+        return torch.tanh(self.forward(obs)[0])
+
+    def to_env_action(self, action: np.ndarray) -> np.ndarray:
+        """Map normalised numpy actions ``[B, action_dim]`` to env actions (clipped to bounds)."""
+        action = np.clip(action, -1.0, 1.0, out=action)
+        action *= self._half_range
+        action += self._mid
+        return action.reshape((action.shape[0], *self._action_shape))
+
+    def normalize_action(self, action: torch.Tensor) -> torch.Tensor:
+        """Map env actions (tensor ``[B, ...]``) to ``[-1, 1]``, shape ``[B, action_dim]``."""
+        action = action.reshape(action.shape[0], -1).float()
+        return (action - self.action_mid) / self.action_half_range
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> SquashedGaussianActor:
+        """Rebuild from ``config`` (fresh weights, own encoder)."""
+        return cls(
+            space_from_dict(config["observation_space"]),
+            space_from_dict(config["action_space"]),
+            net_config=config["net_config"],
+            normalize_images=config["normalize_images"],
+        )
