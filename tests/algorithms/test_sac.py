@@ -240,7 +240,7 @@ def test_population_with_hpo_trains_and_evaluates(
     lineage = list(csv.DictReader((run / "hpo.csv").open()))
     assert any(r["mutation"] not in ("None", "") for r in lineage), lineage
     assert main(["evaluate", str(run), "--episodes", "2"]) == 0
-    assert "mean return:" in capsys.readouterr().out
+    assert "95% CI" in capsys.readouterr().out
 
 
 def test_a_discrete_env_is_refused_by_the_manifest(compose) -> None:

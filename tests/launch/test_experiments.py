@@ -27,9 +27,28 @@ SMOKE = (
 )
 
 
+@pytest.fixture(scope="module")
+def tiny_llm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny local causal LM the LLM presets fine-tune (built offline)."""
+    pytest.importorskip("transformers")
+    from agilerl.llm.tiny import build_tiny_llm
+
+    return build_tiny_llm(tmp_path_factory.mktemp("tiny-llm") / "model")
+
+
+def _model_override(experiment: str, request: pytest.FixtureRequest) -> tuple[str, ...]:
+    text = (CONF / "experiment" / f"{experiment}.yaml").read_text()
+    if "llm_lora" not in text:
+        return ()
+    return (f"network.pretrained_model_name_or_path={request.getfixturevalue('tiny_llm')}",)
+
+
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
-def test_experiment_trains_or_is_refused_cleanly(compose, tmp_path: Path, experiment: str) -> None:
-    manifest, _ = build_manifest(compose(f"experiment={experiment}", *SMOKE))
+def test_experiment_trains_or_is_refused_cleanly(
+    compose, tmp_path: Path, experiment: str, request: pytest.FixtureRequest
+) -> None:
+    model = _model_override(experiment, request)
+    manifest, _ = build_manifest(compose(f"experiment={experiment}", *SMOKE, *model))
     # the shipped presets' code (e.g. the countdown reward file) is the repository's own
     trainer = LocalTrainer.from_manifest(
         manifest, run_dir=tmp_path / "run", verbose=False, trust_code=True
