@@ -5,22 +5,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-import numpy as np
 import torch
 import torch.nn.functional as F
-from gymnasium import spaces
-from torch import nn
 
-from agilerl.algorithms.core.off_policy import OffPolicyAlgorithm, soft_update
+from agilerl.algorithms.core.off_policy import soft_update
+from agilerl.algorithms.dqn import DQN
 from agilerl.arena.models.algorithms.cqn import CQNSpec
 from agilerl.networks.fastgrad import GradTape
-from agilerl.networks.optim import FlatAdam
-from agilerl.networks.q_networks import QNetwork
-from agilerl.networks.spaces import make_obs_converter
 
 
-class CQN(OffPolicyAlgorithm):
-    """Conservative Q-Network (discrete CQL).
+class CQN(DQN):
+    """Conservative Q-Network (discrete CQL): a :class:`DQN` with a conservative loss.
 
     One update minimises, over a dataset batch ``(s, a, r, s', done)``::
 
@@ -51,39 +46,6 @@ class CQN(OffPolicyAlgorithm):
     spec_class = CQNSpec
     hp_names = ("lr", "batch_size", "gamma", "tau", "conservative_weight")
     lr_optimizers: ClassVar[dict[str, str]] = {"lr": "optimizer"}
-    network_names = ("actor", "actor_target")
-    optimizer_names = ("optimizer",)
-    action_space_types = (spaces.Discrete,)
-    uses_epsilon = True
-
-    def _build(self, actor_network: nn.Module | None = None) -> None:
-        """Online and target Q networks and the optimizer, from ``self.spec``."""
-        self._init_rng()
-        actor = actor_network
-        if actor is None:
-            actor = QNetwork(
-                self.observation_space,
-                self.action_space,
-                net_config=self.net_config,
-                normalize_images=self.spec.normalize_images,
-            )
-        self.actor = actor.to(self.device)
-        self.actor_target = self._target_of(self.actor)
-        self.optimizer = FlatAdam(self.actor.parameters(), lr=self.spec.lr)
-        self._online_params = self._param_list(self.actor)
-        self._target_params = self._param_list(self.actor_target)
-        self._to_tensor = make_obs_converter(self.observation_space, self.device)
-        self._start = int(self.action_space.start)
-
-    # --- acting -----------------------------------------------------------------------
-    def get_action(self, obs: Any, epsilon: float = 0.0, greedy: bool = False) -> np.ndarray:
-        """Greedy (or epsilon-greedy) env actions ``int64 [B]`` for an observation batch."""
-        with torch.inference_mode():
-            action = self.actor.forward(self._to_tensor(obs)).argmax(dim=-1).cpu().numpy()
-        if not greedy and epsilon > 0.0:
-            explore = self.rng.random(action.shape[0]) < epsilon
-            action[explore] = self.rng.integers(0, int(self.action_space.n), int(explore.sum()))
-        return action + self._start
 
     # --- learning ---------------------------------------------------------------------
     def learn(self, batch: Mapping[str, Any]) -> dict[str, float]:
