@@ -221,7 +221,7 @@ CASES: dict[str, Case] = {
         expect=["slurm_local_cluster: ready: debug* up"], marks=("slurm",)
     ),
     'eval "$(scripts/slurm_local_cluster.sh env)"': Case(marks=("slurm",)),
-    "python -m pytest -m slurm": Case(skip="the slurm tests themselves"),
+    'python -m pytest -m "slurm and not gpu"': Case(skip="the slurm tests themselves"),
     "scripts/slurm_local_cluster.sh stop": Case(skip="would stop the cluster the slurm tests use"),
     # benchmarks, development
     "python scripts/bench/validate_latency.py": Case(marks=SLOW),

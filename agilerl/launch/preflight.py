@@ -54,6 +54,7 @@ def preflight(
     device: str = "cpu",
     trust_code: bool = False,
     source: str | None = None,
+    check_devices: bool = True,
 ) -> list[CodeField]:
     """Everything checkable before a run starts, beyond the manifest's own validation.
 
@@ -62,6 +63,8 @@ def preflight(
         device: The run's torch device.
         trust_code: The run's opt-in to code named by the manifest.
         source: The file or command named in errors.
+        check_devices: Check the device exists on this machine (off when submitting
+            to a scheduler: a login node may have no GPU; the job checks on its node).
 
     Returns:
         The fields that run code (allowed by ``trust_code``).
@@ -70,7 +73,8 @@ def preflight(
         ConfigError: For code without the opt-in, an unavailable device, or bad wrappers.
     """
     fields = require_trust(manifest.environment, trust_code, source)
-    check_device(device)
+    if check_devices:
+        check_device(device)
     if getattr(manifest.environment, "env_wrappers", None):
         from agilerl.envs.gym import check_wrappers
 

@@ -29,9 +29,20 @@ class PlannedJob:
 
 
 def plan_sweep(
-    hydra_context: Any, config: Any, job_overrides: Sequence[Sequence[str]]
+    hydra_context: Any,
+    config: Any,
+    job_overrides: Sequence[Sequence[str]],
+    *,
+    local_devices: bool = True,
 ) -> list[PlannedJob]:
     """Compose and validate every job of a sweep before any is queued.
+
+    Args:
+        hydra_context: Hydra's context of the launcher.
+        config: The sweep's config.
+        job_overrides: Each job's overrides.
+        local_devices: The jobs run on this machine, so their devices are checked
+            here (a scheduler's jobs check theirs on the node they get).
 
     Raises:
         ConfigError: Naming each bad job by its overrides, with its problems.
@@ -48,6 +59,7 @@ def plan_sweep(
                 manifest,
                 device=options.device,
                 trust_code=options.trust_code or options.dry_run,
+                check_devices=local_devices,
             )
         except ConfigError as error:
             label = " ".join(overrides) or "(no overrides)"

@@ -36,7 +36,12 @@ from agilerl.launch.sweep import plan_sweep, render_plan
 def _prepare(launcher: Any, job_overrides: Sequence[Sequence[str]]) -> tuple[list, list, Ledger]:
     """Validate, handle dry runs and finished jobs; returns (to_run, done_returns, ledger)."""
     try:
-        jobs = plan_sweep(launcher.hydra_context, launcher.config, job_overrides)
+        jobs = plan_sweep(
+            launcher.hydra_context,
+            launcher.config,
+            job_overrides,
+            local_devices=getattr(launcher, "_EXECUTOR", "local") != "slurm",
+        )
     except ConfigError as error:
         print(error.render(), file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
