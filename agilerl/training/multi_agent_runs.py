@@ -98,44 +98,53 @@ def _mutation_probability(mutation: Any) -> float:
     return 0.5
 
 
+def _run(train: Any, population: list[Any], env: Any, **kwargs: Any) -> LoopResult:
+    """Run ``train`` with the trainer's context (evaluation env, hooks, result)."""
+    run = kwargs.pop("run", None) or RunContext.ephemeral()
+    env_factory = kwargs.pop("env_factory", None)
+    target, mutation = kwargs.pop("target", None), kwargs.pop("mutation", None)
+    eval_env = env_factory(seed=run.seed + _EVAL_SEED_OFFSET) if env_factory else None
+    log, on_generation, state = _hooks(population, run, target)
+    try:
+        result = train(
+            population,
+            env,
+            eval_env=eval_env,
+            mutation_probability=_mutation_probability(mutation),
+            seed=run.seed,
+            log=log,
+            on_generation=on_generation,
+            **kwargs,
+        )
+    finally:
+        if eval_env is not None:
+            eval_env.close()
+    return _result(result, state, run)
+
+
 def run_multi_agent_on_policy(
     population: list[Any],
     env: Any,
     *,
     max_steps: int,
     evo_steps: int,
-    env_factory: Any = None,
-    run: RunContext | None = None,
     eval_loop: int = 1,
     sum_scores: bool = True,
-    target: float | None = None,
     tournament: Any = None,
-    mutation: Any = None,
-    **_trainer: Any,
+    **trainer: Any,
 ) -> LoopResult:
     """IPPO populations through the trainer (see the module docstring)."""
-    run = run or RunContext.ephemeral()
-    eval_env = env_factory(seed=run.seed + _EVAL_SEED_OFFSET) if env_factory else None
-    log, on_generation, state = _hooks(population, run, target)
-    try:
-        result = train_multi_agent_on_policy(
-            population,
-            env,
-            max_steps=max_steps,
-            evo_steps=evo_steps,
-            eval_env=eval_env,
-            eval_loop=eval_loop,
-            sum_scores=sum_scores,
-            tournament=tournament,
-            mutation_probability=_mutation_probability(mutation),
-            seed=run.seed,
-            log=log,
-            on_generation=on_generation,
-        )
-    finally:
-        if eval_env is not None:
-            eval_env.close()
-    return _result(result, state, run)
+    return _run(
+        train_multi_agent_on_policy,
+        population,
+        env,
+        max_steps=max_steps,
+        evo_steps=evo_steps,
+        eval_loop=eval_loop,
+        sum_scores=sum_scores,
+        tournament=tournament,
+        **_context(trainer),
+    )
 
 
 def run_multi_agent_off_policy(
@@ -144,39 +153,29 @@ def run_multi_agent_off_policy(
     *,
     max_steps: int,
     evo_steps: int,
-    env_factory: Any = None,
-    run: RunContext | None = None,
     eval_loop: int = 1,
     sum_scores: bool = True,
-    target: float | None = None,
+    tournament: Any = None,
     memory_size: int = 100_000,
     learning_delay: int = 0,
-    tournament: Any = None,
-    mutation: Any = None,
-    **_trainer: Any,
+    **trainer: Any,
 ) -> LoopResult:
     """MADDPG / MATD3 populations through the trainer (see the module docstring)."""
-    run = run or RunContext.ephemeral()
-    eval_env = env_factory(seed=run.seed + _EVAL_SEED_OFFSET) if env_factory else None
-    log, on_generation, state = _hooks(population, run, target)
-    try:
-        result = train_multi_agent_off_policy(
-            population,
-            env,
-            max_steps=max_steps,
-            evo_steps=evo_steps,
-            memory_size=memory_size,
-            learning_delay=learning_delay,
-            eval_env=eval_env,
-            eval_loop=eval_loop,
-            sum_scores=sum_scores,
-            tournament=tournament,
-            mutation_probability=_mutation_probability(mutation),
-            seed=run.seed,
-            log=log,
-            on_generation=on_generation,
-        )
-    finally:
-        if eval_env is not None:
-            eval_env.close()
-    return _result(result, state, run)
+    return _run(
+        train_multi_agent_off_policy,
+        population,
+        env,
+        max_steps=max_steps,
+        evo_steps=evo_steps,
+        eval_loop=eval_loop,
+        sum_scores=sum_scores,
+        tournament=tournament,
+        memory_size=memory_size,
+        learning_delay=learning_delay,
+        **_context(trainer),
+    )
+
+
+def _context(trainer: dict[str, Any]) -> dict[str, Any]:
+    """The trainer's keyword arguments the adapters use (the rest do not apply here)."""
+    return {k: trainer[k] for k in ("run", "env_factory", "target", "mutation") if k in trainer}
