@@ -109,11 +109,9 @@ def test_greedy_actions_are_deterministic() -> None:
     assert all(np.array_equal(first, agent.get_action(obs, greedy=True)[0]) for _ in range(3))
 
 
-def test_unsupported_spaces_and_recurrent_raise() -> None:
+def test_unsupported_spaces_and_settings_raise() -> None:
     with pytest.raises(ValueError, match="Tuple"):
         PPO(PPOSpec(), VEC_OBS, spaces.Tuple([spaces.Discrete(2)]))
-    with pytest.raises(NotImplementedError, match="recurrent"):
-        PPO(PPOSpec(), VEC_OBS, spaces.Discrete(2), recurrent=True)
     with pytest.raises(ValueError, match="total_steps"):
         PPO(PPOSpec(), VEC_OBS, spaces.Discrete(2), lr_schedule={"kind": "linear", "end": 0.0})
     with pytest.raises(ValueError, match="not_a_setting"):

@@ -107,8 +107,6 @@ def test_arch_inference_and_encoders() -> None:
         resolve_net_config({"encoder_config": {"arch": "transformer"}}, VEC_OBS)
     with pytest.raises(ValueError, match=r"head_config\.activation"):
         resolve_net_config({"head_config": {"activation": "Swish"}}, VEC_OBS)
-    with pytest.raises(NotImplementedError, match="lstm"):
-        build_encoder(VEC_OBS, resolve_net_config({"encoder_config": {"arch": "lstm"}}, VEC_OBS))
 
 
 def test_cnn_normalizes_uint8_and_handles_channels_last() -> None:
