@@ -63,15 +63,6 @@ print(json.dumps({"scores": scores, "seconds": time.perf_counter() - start}))
 """
 
 
-def ensure_venv(venv: Path) -> Path:
-    """The d3rlpy virtualenv's python (created and filled on first use)."""
-    python = venv / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *D3RLPY_PACKAGES], check=True)
-    return python
-
-
 def run_ours(path: Path, steps: int, every: int, episodes: int, seed: int, batch: int,
              lr: float) -> dict:  # fmt: skip
     import gymnasium as gym
@@ -113,8 +104,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from make_offline_dataset import make_dataset
+    from peer_venv import ensure_venv
 
-    python = ensure_venv(args.venv)
+    python = ensure_venv(args.venv, D3RLPY_PACKAGES)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cartpole.h5"
         make_dataset(steps=args.dataset_steps, epsilon=args.epsilon, seed=0, out=path)
