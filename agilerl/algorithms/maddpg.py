@@ -15,6 +15,7 @@ from torch import nn
 from agilerl.algorithms.core.multi_agent import MultiAgentAlgorithm, build_mlp, flat_dim
 from agilerl.arena.models.algorithms.maddpg import MADDPGSpec
 from agilerl.components.noise import ExplorationNoise, make_noise
+from agilerl.hpo.mutation import generator_from_state, generator_state
 
 __all__ = ["MADDPG"]
 
@@ -129,8 +130,13 @@ class MADDPG(MultiAgentAlgorithm):
             self.opts[f"critic:{policy}"] = torch.optim.Adam(
                 params, lr=self.spec.lr_critic, foreach=True
             )
+        self._seed_noise()
+
+    def _seed_noise(self) -> None:
+        """Fresh exploration noise processes on one generator seeded from torch's RNG."""
         seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
         rng = np.random.default_rng(seed)
+        self._noise_rng = rng
         self.noise: dict[str, ExplorationNoise] = {
             a: make_noise(
                 self.spec.O_U_noise,
@@ -209,6 +215,33 @@ class MADDPG(MultiAgentAlgorithm):
         """Reset exploration noise of finished env copies (all when ``None``)."""
         for noise in self.noise.values():
             noise.reset(env_indices)
+
+    # --- state ------------------------------------------------------------------
+    def _extra_state(self) -> dict[str, Any]:
+        """The noise generator and each OU process's state, so a resumed run explores alike."""
+        processes = {
+            a: torch.from_numpy(n.state.copy())
+            for a, n in self.noise.items()
+            if isinstance(getattr(n, "state", None), np.ndarray)
+        }
+        return {"noise_rng": generator_state(self._noise_rng), "noise_state": processes}
+
+    def _load_extra_state(self, extra: dict[str, Any]) -> None:
+        if "noise_rng" in extra:
+            self._noise_rng.bit_generator.state = generator_from_state(
+                extra["noise_rng"]
+            ).bit_generator.state
+        for agent, value in extra.get("noise_state", {}).items():
+            noise = self.noise.get(agent)
+            if noise is not None:
+                noise.vect_noise_dim = int(value.shape[0])
+                noise.state = value.numpy().astype(np.float32).copy()
+
+    def clone(self, index: int | None = None) -> MADDPG:
+        """A deep copy with its own exploration noise stream (see the base ``clone``)."""
+        agent = super().clone(index)
+        agent._seed_noise()
+        return agent
 
     # --- learning ---------------------------------------------------------------
     def _critic_input(

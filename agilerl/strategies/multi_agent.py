@@ -77,12 +77,13 @@ class MultiAgentOffPolicyStrategy(PettingZooStrategy):
     def loop_kwargs(
         self, spec: AlgorithmSpec, manifest: TrainingManifest, envs: EnvSetup, *, device: str
     ) -> dict[str, Any]:
-        """The trainer kwargs plus the replay capacity (the loop keeps one shared buffer)."""
+        """The trainer kwargs plus the replay capacity and whether checkpoints store the buffer."""
         kwargs = self.get_trainer_kwargs(
             spec, training=manifest.training, env_spec=manifest.environment
         )
         if manifest.replay_buffer is not None:
             kwargs["memory_size"] = manifest.replay_buffer.max_size
+            kwargs["save_memory"] = manifest.replay_buffer.store_in_checkpoint
         return kwargs
 
     def get_trainer_kwargs(

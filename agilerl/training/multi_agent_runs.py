@@ -6,6 +6,13 @@ adapters give them the trainer's run context: an evaluation env from the
 strategy's factory, one ``metrics.csv`` row per member and generation (summed
 and per-agent fitness, mean training return), a checkpoint after every
 generation, the live display, and a :class:`~agilerl.training.results.LoopResult`.
+
+Checkpoints carry the loop's own state (``ResumeState.extra["multi_agent"]``:
+generation, env steps, mutation generator, learning credits) and, when
+``replay_buffer.store_in_checkpoint`` is set, the replay buffer; with the
+agents and RNG states the trainer restores, a resumed run continues exactly
+as the uninterrupted run. Stop signals and ``max_wall_seconds`` stop the run
+(see :mod:`agilerl.training.train_multi_agent` for where).
 """
 
 from __future__ import annotations
@@ -23,11 +30,19 @@ from agilerl.training.train_multi_agent import (
 )
 
 _EVAL_SEED_OFFSET = 99_991
+LOOP_STATE_KEY = "multi_agent"
+"""Key of the loop's state in ``ResumeState.extra``."""
 
 
-def _hooks(population: list[Any], run: RunContext, target: float | None) -> tuple[Any, Any, dict]:
+def _hooks(run: RunContext, target: float | None, save_memory: bool) -> tuple[Any, Any, dict]:
     """``log`` and ``on_generation`` callbacks writing the run directory, and their state."""
     state: dict[str, Any] = {"best": -math.inf, "solved_at": None, "steps": 0}
+    resumed = run.resume_state
+    if resumed is not None:
+        if resumed.best_fitness is not None:
+            state["best"] = float(resumed.best_fitness)
+        state["solved_at"] = resumed.solved_at_step
+        state["steps"] = resumed.total_steps
 
     def log(row: dict[str, Any]) -> None:
         steps = int(row["env_steps"])
@@ -62,18 +77,24 @@ def _hooks(population: list[Any], run: RunContext, target: float | None) -> tupl
         if run.checkpoints is None:
             return
         best = state["best"] if math.isfinite(state["best"]) else None
+        memories = None
+        if save_memory and result.memory is not None:
+            memories = [result.memory.state_dict()]
         run.checkpoints.save(
             result.env_steps,
             [agent.state_dict() for agent in result.population],
             ResumeState(
-                generation=len(result.history),
+                generation=int(result.loop_state["generation"]),
                 total_steps=result.env_steps,
                 wall_seconds=run.elapsed(),
                 solved_at_step=state["solved_at"],
                 best_fitness=best,
                 wandb_id=run.wandb_id,
                 seed=run.seed,
+                operators=run.operators_provider() if run.operators_provider else None,
+                extra={**run.extra_state, LOOP_STATE_KEY: dict(result.loop_state)},
             ),
+            memories=memories,
         )
 
     return log, on_generation, state
@@ -82,7 +103,10 @@ def _hooks(population: list[Any], run: RunContext, target: float | None) -> tupl
 def _result(result: MultiAgentTrainResult, state: dict[str, Any], run: RunContext) -> LoopResult:
     loop_result = result.to_loop_result()
     loop_result.solved_at_step = state["solved_at"]
-    loop_result.status = "target_reached" if state["solved_at"] is not None else "completed"
+    if result.status != "completed":
+        loop_result.status = result.status
+    else:
+        loop_result.status = "target_reached" if state["solved_at"] is not None else "completed"
     loop_result.wall_seconds = run.elapsed()
     run.last_result = loop_result
     return loop_result
@@ -98,13 +122,36 @@ def _mutation_probability(mutation: Any) -> float:
     return 0.5
 
 
+def _resume(run: RunContext) -> dict[str, Any] | None:
+    """The loop state to continue from (with the stored replay buffer), or ``None``."""
+    stored = run.resume_state
+    if stored is None:
+        return None
+    # A checkpoint without the loop's state (older versions) resumes its counters only.
+    counters = {"generation": stored.generation, "env_steps": stored.total_steps}
+    resume = dict(stored.extra.get(LOOP_STATE_KEY) or counters)
+    if stored.memory:
+        resume["memory"] = stored.memory[0]
+    return resume
+
+
+def _should_stop(run: RunContext) -> Any:
+    def check() -> str | None:
+        if run.stop_requested is not None:
+            return "interrupted"
+        return "time_limit" if run.out_of_time() else None
+
+    return check
+
+
 def _run(train: Any, population: list[Any], env: Any, **kwargs: Any) -> LoopResult:
     """Run ``train`` with the trainer's context (evaluation env, hooks, result)."""
     run = kwargs.pop("run", None) or RunContext.ephemeral()
     env_factory = kwargs.pop("env_factory", None)
     target, mutation = kwargs.pop("target", None), kwargs.pop("mutation", None)
+    save_memory = bool(kwargs.pop("save_memory", False))
     eval_env = env_factory(seed=run.seed + _EVAL_SEED_OFFSET) if env_factory else None
-    log, on_generation, state = _hooks(population, run, target)
+    log, on_generation, state = _hooks(run, target, save_memory)
     try:
         result = train(
             population,
@@ -114,6 +161,8 @@ def _run(train: Any, population: list[Any], env: Any, **kwargs: Any) -> LoopResu
             seed=run.seed,
             log=log,
             on_generation=on_generation,
+            resume=_resume(run),
+            should_stop=_should_stop(run),
             **kwargs,
         )
     finally:
@@ -178,4 +227,5 @@ def run_multi_agent_off_policy(
 
 def _context(trainer: dict[str, Any]) -> dict[str, Any]:
     """The trainer's keyword arguments the adapters use (the rest do not apply here)."""
-    return {k: trainer[k] for k in ("run", "env_factory", "target", "mutation") if k in trainer}
+    names = ("run", "env_factory", "target", "mutation", "save_memory")
+    return {k: trainer[k] for k in names if k in trainer}

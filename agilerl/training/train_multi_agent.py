@@ -6,6 +6,15 @@ or averaged over agents), and, when a :class:`~agilerl.hpo.TournamentSelection`
 is given, selects the next generation and mutates RL hyperparameters
 (:func:`mutate_hyperparameters`). Env steps count agent-env interactions
 summed over copies (one vector step of 8 copies is 8 steps).
+
+Every generation starts from env resets seeded by ``(seed, slot, generation)``,
+so a run resumed from a generation's checkpoint (``resume=``: the
+:attr:`MultiAgentTrainResult.loop_state` saved with it, plus the replay
+buffer's state) continues exactly as the uninterrupted run would, given the
+agents and the global RNG states of that checkpoint. ``should_stop`` is asked
+every vector step: a stop mid-generation drops the partial generation (the
+previous generation's checkpoint stands), except in a run's first generation,
+which is finished first so that there is a checkpoint to resume from.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from agilerl.algorithms.core.multi_agent import MultiAgentAlgorithm
 from agilerl.algorithms.ippo import IPPO
 from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
 from agilerl.envs.pettingzoo import PettingZooVectorEnv
+from agilerl.hpo.mutation import generator_from_state, generator_state
 from agilerl.hpo.tournament import TournamentSelection
 from agilerl.training.results import LoopResult
 
@@ -40,6 +50,8 @@ Logger = Callable[[dict[str, Any]], None]
 """Called with each generation's history row (metrics)."""
 GenerationHook = Callable[["MultiAgentTrainResult"], None]
 """Called after each generation's evolution (e.g. to write checkpoints)."""
+StopCheck = Callable[[], "str | None"]
+"""Returns a status (``"interrupted"``, ``"time_limit"``) when the run must stop, else ``None``."""
 
 
 @dataclass
@@ -55,12 +67,21 @@ class MultiAgentTrainResult:
         episodes: Per member index, the training episodes as
             ``(env_steps_at_end, summed_return, {agent: return})``.
         env_steps: Env steps taken by the whole population.
+        status: ``"completed"``, or the status ``should_stop`` returned.
+        loop_state: Plain data that resumes the loop after the latest
+            generation (pass it back as ``resume=``): ``generation``,
+            ``env_steps``, ``rng`` (the mutation generator) and ``credits``
+            (off-policy: learning credit per slot).
+        memory: The shared replay buffer (off-policy), for checkpoints.
     """
 
     population: list[MultiAgentAlgorithm]
     history: list[dict[str, Any]] = field(default_factory=list)
     episodes: dict[int, list[tuple[int, float, dict[str, float]]]] = field(default_factory=dict)
     env_steps: int = 0
+    status: str = "completed"
+    loop_state: dict[str, Any] = field(default_factory=dict)
+    memory: MultiAgentReplayBuffer | None = None
 
     def to_loop_result(self) -> LoopResult:
         """The run as the :class:`~agilerl.training.results.LoopResult` RL loops return."""
@@ -232,6 +253,8 @@ class _Schedule:
         seed: int,
         log: Logger | None,
         on_generation: GenerationHook | None = None,
+        resume: Mapping[str, Any] | None = None,
+        should_stop: StopCheck | None = None,
     ) -> None:
         self.result = MultiAgentTrainResult(population=population)
         self.eval_env = eval_env
@@ -245,6 +268,39 @@ class _Schedule:
         self.on_generation = on_generation
         self.generation = 0
         self.gen_scores: dict[int, list[float]] = {}
+        self.credits = [0.0] * len(population)
+        self.resumed = resume is not None
+        if resume is not None:
+            self.generation = int(resume["generation"])
+            self.result.env_steps = int(resume["env_steps"])
+            if resume.get("rng") is not None:
+                self.rng = generator_from_state(resume["rng"])
+            self.credits = [float(c) for c in resume.get("credits") or self.credits]
+        self.should_stop = should_stop
+        self.generation_start = self.result.env_steps
+        self.stopping: str | None = None
+
+    def begin_generation(self) -> None:
+        """Note where the generation starts (a dropped partial generation goes back here)."""
+        self.generation_start = self.result.env_steps
+
+    def stop_now(self) -> bool:
+        """Whether to stop mid-generation (see the module docstring); records the status."""
+        if self.stopping is None and self.should_stop is not None:
+            self.stopping = self.should_stop()
+        if self.stopping is None or (self.generation == 0 and not self.resumed):
+            return False
+        self.result.status = self.stopping
+        self.result.env_steps = self.generation_start
+        return True
+
+    def stop_after_generation(self) -> bool:
+        """Whether to stop now that a generation is complete (and checkpointed)."""
+        if self.stopping is None and self.should_stop is not None:
+            self.stopping = self.should_stop()
+        if self.stopping is not None:
+            self.result.status = self.stopping
+        return self.stopping is not None
 
     def episode(self, agent: MultiAgentAlgorithm, per_agent: dict[str, float]) -> None:
         total = float(sum(per_agent.values()))
@@ -287,6 +343,12 @@ class _Schedule:
             )
             self.result.population = new_population
         self.result.history.append(row)
+        self.result.loop_state = {
+            "generation": self.generation + 1,
+            "env_steps": self.result.env_steps,
+            "rng": generator_state(self.rng),
+            "credits": list(self.credits),
+        }
         if self.log is not None:
             self.log(row)
         if self.on_generation is not None:
@@ -355,13 +417,15 @@ def train_multi_agent_on_policy(
     seed: int = 0,
     log: Logger | None = None,
     on_generation: GenerationHook | None = None,
+    resume: Mapping[str, Any] | None = None,
+    should_stop: StopCheck | None = None,
 ) -> MultiAgentTrainResult:
     """Train a population of IPPO agents (one rollout -> one :meth:`IPPO.learn`).
 
     Args:
         population: The agents.
         env: One vector env per member, or one shared by all (each member's
-            turn then starts from a reset, dropping partial episodes).
+            turn starts from a reset, as every generation does).
         max_steps: Env steps per member; a rollout that would pass it is not started.
         evo_steps: Env steps per member between evaluations (and evolution); a
             generation ends after the first rollout that reaches it.
@@ -373,11 +437,15 @@ def train_multi_agent_on_policy(
         seed: Seeds torch, env resets and the mutation generator.
         log: Called with each generation's history row.
         on_generation: Called with the result after each generation's evolution.
+        resume: A checkpointed :attr:`MultiAgentTrainResult.loop_state` to continue from
+            (the agents and global RNG states restored by the caller; torch is not reseeded).
+        should_stop: Asked before every rollout whether to stop.
 
     Returns:
         The run's :class:`MultiAgentTrainResult`.
     """
-    torch.manual_seed(seed)
+    if resume is None:
+        torch.manual_seed(seed)
     envs = _envs_for(population, env)
     schedule = _Schedule(
         population,
@@ -389,9 +457,9 @@ def train_multi_agent_on_policy(
         seed=seed,
         log=log,
         on_generation=on_generation,
+        resume=resume,
+        should_stop=should_stop,
     )
-    shared = len(set(map(id, envs))) == 1 and len(envs) > 1
-    states: dict[int, tuple[dict, EpisodeTracker]] = {}
 
     def fits(slot: int, agent: IPPO) -> bool:
         # Rollouts are whole: one that would pass max_steps is not started.
@@ -399,18 +467,20 @@ def train_multi_agent_on_policy(
         return agent.steps + rollout <= max_steps
 
     while any(fits(slot, a) for slot, a in enumerate(schedule.result.population)):
+        schedule.begin_generation()
         for slot, agent in enumerate(schedule.result.population):
             venv = envs[slot]
-            if shared or slot not in states:
-                obs, _ = venv.reset(seed=seed + 1000 * slot + schedule.generation)
-                states[slot] = (obs, EpisodeTracker(venv.agents, venv.num_envs))
-            obs, tracker = states[slot]
+            obs, _ = venv.reset(seed=seed + 1000 * slot + schedule.generation)
+            tracker = EpisodeTracker(venv.agents, venv.num_envs)
             target = min(agent.steps + evo_steps, max_steps)
             while agent.steps < target and fits(slot, agent):
+                if schedule.stop_now():
+                    return schedule.result
                 rollout, obs = _collect_ippo(agent, venv, obs, tracker, schedule)
                 agent.learn(rollout)
-            states[slot] = (obs, tracker)
         schedule.end_generation()
+        if schedule.stop_after_generation():
+            break
     return schedule.result
 
 
@@ -449,6 +519,8 @@ def train_multi_agent_off_policy(
     seed: int = 0,
     log: Logger | None = None,
     on_generation: GenerationHook | None = None,
+    resume: Mapping[str, Any] | None = None,
+    should_stop: StopCheck | None = None,
 ) -> MultiAgentTrainResult:
     """Train a population of MADDPG/MATD3 agents from one shared replay buffer.
 
@@ -470,8 +542,13 @@ def train_multi_agent_off_policy(
         seed: Seeds torch, env resets, the buffer and the mutation generator.
         log: Called with each generation's history row.
         on_generation: Called with the result after each generation's evolution.
+        resume: A checkpointed :attr:`MultiAgentTrainResult.loop_state` to continue from,
+            with the buffer's ``state_dict()`` under ``"memory"`` when it was stored
+            (else the buffer starts empty and refills before learning resumes).
+        should_stop: Asked before every vector step whether to stop.
     """
-    torch.manual_seed(seed)
+    if resume is None:
+        torch.manual_seed(seed)
     envs = _envs_for(population, env)
     schedule = _Schedule(
         population,
@@ -483,20 +560,25 @@ def train_multi_agent_off_policy(
         seed=seed,
         log=log,
         on_generation=on_generation,
+        resume=resume,
+        should_stop=should_stop,
     )
     memory = make_replay_buffer(population[0], memory_size, seed)
-    shared = len(set(map(id, envs))) == 1 and len(envs) > 1
-    states: dict[int, tuple[dict, EpisodeTracker, float]] = {}
+    if resume is not None and resume.get("memory") is not None:
+        memory.load_state_dict(resume["memory"])
+    schedule.result.memory = memory
+    credits = schedule.credits
     while min(a.steps for a in schedule.result.population) < max_steps:
+        schedule.begin_generation()
         for slot, agent in enumerate(schedule.result.population):
             venv = envs[slot]
-            if shared or slot not in states:
-                obs, _ = venv.reset(seed=seed + 1000 * slot + schedule.generation)
-                agent.reset_noise()
-                states[slot] = (obs, EpisodeTracker(venv.agents, venv.num_envs), 0.0)
-            obs, tracker, credit = states[slot]
+            obs, _ = venv.reset(seed=seed + 1000 * slot + schedule.generation)
+            agent.reset_noise()
+            tracker = EpisodeTracker(venv.agents, venv.num_envs)
             target = min(agent.steps + evo_steps, max_steps)
             while agent.steps < target:
+                if schedule.stop_now():
+                    return schedule.result
                 action = agent.act(obs)
                 next_obs, rewards, terminated, _, info = venv.step(action)
                 done = info["episode_done"]
@@ -515,10 +597,11 @@ def train_multi_agent_off_policy(
                     schedule.episode(agent, per_agent)
                 obs = next_obs
                 if len(memory) >= max(learning_delay, agent.spec.batch_size):
-                    credit += venv.num_envs / agent.spec.learn_step
-                    while credit >= 1.0:
+                    credits[slot] += venv.num_envs / agent.spec.learn_step
+                    while credits[slot] >= 1.0:
                         agent.learn(memory.sample(agent.spec.batch_size))
-                        credit -= 1.0
-            states[slot] = (obs, tracker, credit)
+                        credits[slot] -= 1.0
         schedule.end_generation()
+        if schedule.stop_after_generation():
+            break
     return schedule.result
