@@ -111,6 +111,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     stats = summarise(result.returns)
     print(f"episodes: {stats.n}  return: {stats.render()}")
     print(f"min {min(result.returns):.2f}  max {max(result.returns):.2f}")
+    if result.agent_returns:
+        print("summed over agents; per agent:")
+        for name, returns in result.agent_returns.items():
+            print(f"  {name}: {summarise(returns).render()}")
     if result.video:
         print(f"video: {result.video}")
     return 0

@@ -4,7 +4,9 @@
 
 The path may be a run directory (its latest checkpoint), a checkpoint
 directory, or one ``agent_<i>.pt`` file; the env comes from the run's
-``manifest.yaml`` unless ``--env`` names a gymnasium id.
+``manifest.yaml`` unless ``--env`` names a gymnasium id. A multi-agent run
+(PettingZoo env) reports the return summed over agents and each agent's own
+(:mod:`agilerl.evaluate_multi_agent`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from agilerl.arena.models.env import GymEnvSpec
+from agilerl.arena.models.env import GymEnvSpec, PettingZooEnvSpec
 from agilerl.arena.models.errors import ConfigError
 from agilerl.arena.models.manifest import TrainingManifest
 
@@ -27,6 +29,8 @@ class EvaluationResult:
     returns: list[float]
     checkpoint: Path
     video: Path | None = None
+    agent_returns: dict[str, list[float]] | None = None
+    """Multi-agent runs: each agent's returns (``returns`` are their sums)."""
 
     @property
     def mean(self) -> float:
@@ -85,7 +89,7 @@ def _best(files: list[Path]) -> Path:
     return max(scores, key=lambda f: scores[f])
 
 
-def find_env_spec(agent_file: Path, env_name: str | None) -> GymEnvSpec:
+def find_env_spec(agent_file: Path, env_name: str | None) -> GymEnvSpec | PettingZooEnvSpec:
     """The env to evaluate in: ``--env``, else the run's manifest."""
     if env_name is not None:
         return GymEnvSpec(name=env_name, num_envs=1)
@@ -93,7 +97,7 @@ def find_env_spec(agent_file: Path, env_name: str | None) -> GymEnvSpec:
         manifest_file = parent / "manifest.yaml"
         if manifest_file.exists():
             environment = TrainingManifest.from_file(manifest_file).environment
-            if not isinstance(environment, GymEnvSpec):
+            if not isinstance(environment, GymEnvSpec | PettingZooEnvSpec):
                 raise ConfigError(f"evaluating on a {environment.env_type} env is not supported")
             return environment
     raise ConfigError(f"{agent_file}: no manifest.yaml above it; name the env with --env ID")
@@ -121,7 +125,7 @@ def evaluate_checkpoint(
         ConfigError: For a missing/corrupt checkpoint, an unknown env, an env
             whose spaces differ from the agent's, or code without ``trust_code``.
     """
-    from agilerl.algorithms.core.base import EvolvableAlgorithm
+    from agilerl.algorithms.core.base import EvolvableAlgorithm, MultiAgentAlgorithm
     from agilerl.arena.models.trust import require_trust
     from agilerl.envs.gym import make_single_env
     from agilerl.launch.preflight import check_device
@@ -136,6 +140,21 @@ def evaluate_checkpoint(
         algo = EvolvableAlgorithm.load(agent_file, device=device)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    multi_agent = isinstance(algo, MultiAgentAlgorithm)
+    if multi_agent != isinstance(env_spec, PettingZooEnvSpec):
+        raise ConfigError(
+            f"{agent_file}: a {'multi' if multi_agent else 'single'}-agent {algo.spec.name} "
+            f"cannot act in {env_spec.name}; evaluate in the env it was trained on "
+            "(omit --env to use the run's manifest)"
+        )
+    if isinstance(env_spec, PettingZooEnvSpec):
+        from agilerl.evaluate_multi_agent import run_multi_agent_episodes
+
+        summed, per_agent, frames = run_multi_agent_episodes(
+            algo, env_spec, episodes=episodes, seed=seed, render=bool(video)
+        )
+        video_path = _write_video(Path(video), frames, fps) if video else None
+        return EvaluationResult(summed, agent_file, video_path, agent_returns=per_agent)
     env = make_single_env(env_spec, render_mode="rgb_array" if video else None)
     frames: list[Any] = []
     returns = []
