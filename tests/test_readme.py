@@ -239,6 +239,12 @@ CASES: dict[str, Case] = {
     "python train.py algorithm=neural_ucb env=iris_bandit": Case(
         budget=SMALL, expect=["NeuralUCB on", *RUN_END]
     ),
+    # multi-agent (tests/algorithms_ma/test_ma_readme.py resumes this command's run)
+    "python train.py algorithm=matd3 env=mpe_simple_speaker_listener": Case(
+        budget={**SMALL, "training.learning_delay": "256"},
+        expect=["MATD3 on mpe2.simple_speaker_listener_v4: ", *RUN_END],
+        marks=SLOW,
+    ),
     "python scripts/make_tiny_llm.py": Case(files=["models/tiny-causal-lm/config.json"]),
     "python scripts/make_llm_data.py": Case(files=["data/sft.jsonl", "data/preference.jsonl"]),
     "python scripts/fetch_smollm2.py": Case(
