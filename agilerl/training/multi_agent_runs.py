@@ -112,14 +112,23 @@ def _result(result: MultiAgentTrainResult, state: dict[str, Any], run: RunContex
     return loop_result
 
 
-def _mutation_probability(mutation: Any) -> float:
-    """The share of selected members that mutate an RL hyperparameter."""
+def _mutation_kwargs(mutation: Any) -> dict[str, float]:
+    """The loops' mutation settings from the trainer's :class:`~agilerl.hpo.Mutations`.
+
+    Members mutate an RL hyperparameter with the share of ``rl_hp_mut``, and
+    the others their networks so that ``arch_mut``'s share of all members is
+    edited (parameter noise and activation changes do not apply here).
+    """
     if mutation is None:
-        return 0.0
-    probabilities = getattr(mutation, "probabilities", None)
-    if isinstance(probabilities, dict) and "rl_hp_mut" in probabilities:
-        return float(probabilities["rl_hp_mut"])
-    return 0.5
+        return {"mutation_probability": 0.0}
+    kinds, weights = getattr(mutation, "kinds", []), getattr(mutation, "weights", [])
+    shares = dict(zip(kinds, weights, strict=True))
+    rl, arch = float(shares.get("rl_hp", 0.0)), float(shares.get("arch", 0.0))
+    return {
+        "mutation_probability": rl,
+        "architecture_probability": arch / (1.0 - rl) if rl < 1.0 else 0.0,
+        "new_layer": float(getattr(mutation, "new_layer", 0.2)),
+    }
 
 
 def _resume(run: RunContext) -> dict[str, Any] | None:
@@ -157,7 +166,7 @@ def _run(train: Any, population: list[Any], env: Any, **kwargs: Any) -> LoopResu
             population,
             env,
             eval_env=eval_env,
-            mutation_probability=_mutation_probability(mutation),
+            **_mutation_kwargs(mutation),
             seed=run.seed,
             log=log,
             on_generation=on_generation,

@@ -4,7 +4,8 @@ Both loops are plain functions of ``(population, env, ...)``: each generation
 trains every agent for ``evo_steps`` env steps, evaluates it (greedy, summed
 or averaged over agents), and, when a :class:`~agilerl.hpo.TournamentSelection`
 is given, selects the next generation and mutates RL hyperparameters
-(:func:`mutate_hyperparameters`). Env steps count agent-env interactions
+(:func:`mutate_hyperparameters`) and, with ``architecture_probability``, the
+networks of one agent group (:func:`mutate_architectures`). Env steps count agent-env interactions
 summed over copies (one vector step of 8 copies is 8 steps).
 
 Every generation starts from env resets seeded by ``(seed, slot, generation)``,
@@ -41,6 +42,7 @@ __all__ = [
     "MultiAgentTrainResult",
     "evaluate_multi_agent",
     "make_replay_buffer",
+    "mutate_architectures",
     "mutate_hyperparameters",
     "train_multi_agent_off_policy",
     "train_multi_agent_on_policy",
@@ -216,6 +218,42 @@ def mutate_hyperparameters(
     return applied
 
 
+def mutate_architectures(
+    population: list[MultiAgentAlgorithm],
+    rng: np.random.Generator,
+    probability: float,
+    new_layer: float = 0.2,
+    skip: Sequence[str | None] | None = None,
+) -> tuple[list[MultiAgentAlgorithm], list[str | None]]:
+    """Edit one group's networks of some members (:mod:`agilerl.hpo.group_architecture`).
+
+    Args:
+        population: The members.
+        rng: Draws who mutates and the edit.
+        probability: Chance a member (not in ``skip``) is edited.
+        new_layer: Chance a depth edit is tried before a width edit.
+        skip: Per member, a mutation already applied this generation (``None``: none);
+            those members are left alone.
+
+    Returns:
+        The members (edited ones rebuilt) and ``"arch: <group>: <edit>"`` or ``None`` each.
+    """
+    from agilerl.hpo.group_architecture import mutate_group_architecture
+
+    out, labels = [], []
+    for agent, done in zip(population, skip or [None] * len(population), strict=True):
+        if done is not None or rng.random() >= probability:
+            out.append(agent)
+            labels.append(done)
+            continue
+        agent, detail = mutate_group_architecture(agent, rng, new_layer)
+        label = f"arch: {detail}" if detail else None
+        agent.mut = label
+        out.append(agent)
+        labels.append(label)
+    return out, labels
+
+
 def _envs_for(population: Sequence[Any], env: Any) -> list[PettingZooVectorEnv]:
     if isinstance(env, Sequence):
         if len(env) != len(population):
@@ -251,6 +289,8 @@ class _Schedule:
         tournament: TournamentSelection | None,
         mutation_probability: float,
         seed: int,
+        architecture_probability: float = 0.0,
+        new_layer: float = 0.2,
         log: Logger | None,
         on_generation: GenerationHook | None = None,
         resume: Mapping[str, Any] | None = None,
@@ -262,6 +302,8 @@ class _Schedule:
         self.sum_scores = sum_scores
         self.tournament = tournament
         self.mutation_probability = mutation_probability
+        self.architecture_probability = architecture_probability
+        self.new_layer = new_layer
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         self.log = log
@@ -341,6 +383,14 @@ class _Schedule:
             row["mutations"] = mutate_hyperparameters(
                 new_population, self.rng, self.mutation_probability
             )
+            if self.architecture_probability > 0:
+                new_population, row["mutations"] = mutate_architectures(
+                    new_population,
+                    self.rng,
+                    self.architecture_probability,
+                    self.new_layer,
+                    skip=row["mutations"],
+                )
             self.result.population = new_population
         self.result.history.append(row)
         self.result.loop_state = {
@@ -414,6 +464,8 @@ def train_multi_agent_on_policy(
     sum_scores: bool = True,
     tournament: TournamentSelection | None = None,
     mutation_probability: float = 0.5,
+    architecture_probability: float = 0.0,
+    new_layer: float = 0.2,
     seed: int = 0,
     log: Logger | None = None,
     on_generation: GenerationHook | None = None,
@@ -434,6 +486,9 @@ def train_multi_agent_on_policy(
         sum_scores: Fitness summed over agents, else averaged.
         tournament: Selection between generations (``None``: no evolution).
         mutation_probability: Chance a selected member mutates one RL hyperparameter.
+        architecture_probability: Chance a member that did not is given an
+            architecture edit of one group's networks.
+        new_layer: Chance such an edit tries depth before width.
         seed: Seeds torch, env resets and the mutation generator.
         log: Called with each generation's history row.
         on_generation: Called with the result after each generation's evolution.
@@ -454,6 +509,8 @@ def train_multi_agent_on_policy(
         sum_scores=sum_scores,
         tournament=tournament,
         mutation_probability=mutation_probability,
+        architecture_probability=architecture_probability,
+        new_layer=new_layer,
         seed=seed,
         log=log,
         on_generation=on_generation,
@@ -516,6 +573,8 @@ def train_multi_agent_off_policy(
     sum_scores: bool = True,
     tournament: TournamentSelection | None = None,
     mutation_probability: float = 0.5,
+    architecture_probability: float = 0.0,
+    new_layer: float = 0.2,
     seed: int = 0,
     log: Logger | None = None,
     on_generation: GenerationHook | None = None,
@@ -539,6 +598,9 @@ def train_multi_agent_off_policy(
         sum_scores: Fitness summed over agents, else averaged.
         tournament: Selection between generations.
         mutation_probability: Chance a selected member mutates one RL hyperparameter.
+        architecture_probability: Chance a member that did not is given an
+            architecture edit of one group's networks.
+        new_layer: Chance such an edit tries depth before width.
         seed: Seeds torch, env resets, the buffer and the mutation generator.
         log: Called with each generation's history row.
         on_generation: Called with the result after each generation's evolution.
@@ -557,6 +619,8 @@ def train_multi_agent_off_policy(
         sum_scores=sum_scores,
         tournament=tournament,
         mutation_probability=mutation_probability,
+        architecture_probability=architecture_probability,
+        new_layer=new_layer,
         seed=seed,
         log=log,
         on_generation=on_generation,

@@ -24,7 +24,7 @@ SMALL_NET = {
     "head_config": {"hidden_size": [16], "layer_norm": False},
 }
 MUTATION = {
-    "probabilities": {"no_mut": 0.2, "rl_hp_mut": 0.8},
+    "probabilities": {"no_mut": 0.2, "rl_hp_mut": 0.4, "arch_mut": 0.4},
     "rand_seed": 3,
 }
 
