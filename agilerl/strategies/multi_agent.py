@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agilerl.arena.models.algorithms import AlgorithmSpec
 from agilerl.arena.models.env import EnvSpecBase
 from agilerl.arena.models.errors import ConfigError
-from agilerl.arena.models.training import TrainingSpec
+from agilerl.arena.models.training import ReplayBufferSpec, TrainingSpec
 from agilerl.strategies.base import EnvSetup, TrainingLoop, TrainingStrategy, rl_trainer_kwargs
 
 if TYPE_CHECKING:
@@ -66,6 +67,38 @@ class MultiAgentOnPolicyStrategy(PettingZooStrategy):
         return {**rl_trainer_kwargs(spec, training, env_spec), "sum_scores": _sum_scores(training)}
 
 
+def check_replay_buffer(manifest: TrainingManifest, envs: EnvSetup) -> ReplayBufferSpec:
+    """The ``replay_buffer`` section of a multi-agent run, checked against free memory.
+
+    Multi-agent memories are one-step and uniform (as :func:`init_buffer` builds
+    them); ``per_buffer`` and ``n_step_buffer`` are ignored, with a warning.
+
+    Raises:
+        ConfigError: If ``max_size`` joint transitions of every agent do not fit in memory.
+    """
+    from agilerl.components.memory import (
+        InsufficientMemoryError,
+        check_memory,
+        estimate_buffer_bytes,
+    )
+
+    buffer = manifest.replay_buffer or ReplayBufferSpec()
+    flags = [f for f in ("per_buffer", "n_step_buffer") if getattr(buffer, f)]
+    if flags:
+        warnings.warn(
+            f"replay_buffer.{' and '.join(flags)}: {manifest.algorithm.name} uses a one-step "
+            "uniform multi-agent replay buffer; the setting is ignored",
+            UserWarning,
+            stacklevel=3,
+        )
+    needed = estimate_buffer_bytes(buffer.max_size, envs.observation_space, envs.action_space)
+    try:
+        check_memory(needed, what=f"MultiAgentReplayBuffer(max_size={buffer.max_size:,})")
+    except InsufficientMemoryError as exc:
+        raise ConfigError(f"replay_buffer.max_size: {exc}") from None
+    return buffer
+
+
 class MultiAgentOffPolicyStrategy(PettingZooStrategy):
     """Off-policy multi-agent training (MADDPG, MATD3)."""
 
@@ -81,9 +114,9 @@ class MultiAgentOffPolicyStrategy(PettingZooStrategy):
         kwargs = self.get_trainer_kwargs(
             spec, training=manifest.training, env_spec=manifest.environment
         )
-        if manifest.replay_buffer is not None:
-            kwargs["memory_size"] = manifest.replay_buffer.max_size
-            kwargs["save_memory"] = manifest.replay_buffer.store_in_checkpoint
+        buffer = check_replay_buffer(manifest, envs)
+        kwargs["memory_size"] = buffer.max_size
+        kwargs["save_memory"] = buffer.store_in_checkpoint
         return kwargs
 
     def get_trainer_kwargs(

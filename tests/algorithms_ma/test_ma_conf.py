@@ -75,3 +75,38 @@ def test_per_group_network_sections_survive_manifest_spec_checkpoint_manifest(tm
     assert rebuilt.algorithm_with_network().net_config == spec.net_config
     assert TrainingManifest.from_dict(manifest.to_dict()) == manifest
     env.close()
+
+
+def _matd3_manifest(**buffer) -> TrainingManifest:
+    return TrainingManifest.from_dict(
+        {
+            "algorithm": {"name": "MATD3"},
+            "environment": {
+                "env_type": "pettingzoo",
+                "name": "mpe2.simple_speaker_listener_v4",
+                "num_envs": 2,
+            },
+            "replay_buffer": buffer,
+        }
+    )
+
+
+def test_replay_buffer_section_is_checked_against_memory_and_its_flags() -> None:
+    from agilerl.arena.models.errors import ConfigError
+    from agilerl.strategies import select_strategy
+
+    manifest = _matd3_manifest(max_size=1234, store_in_checkpoint=True)
+    spec = manifest.algorithm_with_network()
+    strategy = select_strategy(spec)
+    envs = strategy.make_envs(manifest, seed=0)
+    try:
+        kwargs = strategy.loop_kwargs(spec, manifest, envs, device="cpu")
+        assert kwargs["memory_size"] == 1234 and kwargs["save_memory"] is True
+        huge = _matd3_manifest(max_size=10**11)
+        with pytest.raises(ConfigError, match=r"replay_buffer\.max_size"):
+            strategy.loop_kwargs(spec, huge, envs, device="cpu")
+        flagged = _matd3_manifest(n_step_buffer=True)  # per_buffer is refused by the manifest
+        with pytest.warns(UserWarning, match="n_step_buffer: MATD3 uses a one-step"):
+            strategy.loop_kwargs(spec, flagged, envs, device="cpu")
+    finally:
+        envs.close()
