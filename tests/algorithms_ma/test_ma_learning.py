@@ -59,15 +59,17 @@ def test_ippo_learns_discrete_speaker_listener_within_100k_steps() -> None:
     [
         (MADDPG, MADDPGSpec, "maddpg_mpe_simple_speaker_listener_continuous"),
         (MATD3, MATD3Spec, "matd3_mpe_simple_speaker_listener_continuous"),
+        # the README command and experiment=matd3_speaker_listener (discrete actions)
+        (MATD3, MATD3Spec, "matd3_mpe_simple_speaker_listener"),
     ],
 )
-def test_off_policy_learns_continuous_speaker_listener_within_60k_steps(
-    cls, spec_cls, preset
-) -> None:
+def test_off_policy_learns_speaker_listener_within_60k_steps(cls, spec_cls, preset) -> None:
     torch.set_num_threads(1)
     conf = _tuned(preset)
     env = make_vector_env(
-        "mpe2.simple_speaker_listener_v4", {"continuous_actions": True}, num_envs=8
+        "mpe2.simple_speaker_listener_v4",
+        {"continuous_actions": preset.endswith("_continuous")},
+        num_envs=8,
     )
     torch.manual_seed(0)
     agent = cls(_spec(spec_cls, conf), env.observation_spaces, env.action_spaces)
