@@ -245,6 +245,9 @@ CASES: dict[str, Case] = {
         expect=["MATD3 on mpe2.simple_speaker_listener_v4: ", *RUN_END],
         marks=SLOW,
     ),
+    "python scripts/bench/multi_agent_vs_agilerl.py": Case(
+        skip="creates its own virtualenv with the public AgileRL from the package index"
+    ),
     "python scripts/make_tiny_llm.py": Case(files=["models/tiny-causal-lm/config.json"]),
     "python scripts/make_llm_data.py": Case(files=["data/sft.jsonl", "data/preference.jsonl"]),
     "python scripts/fetch_smollm2.py": Case(
