@@ -59,6 +59,7 @@ SETTINGS = {
         "gamma": 0.95,
         "tau": 0.01,
         "policy_freq": 2,
+        "vect_noise_dim": NUM_ENVS,
     },
 }
 BUDGET = {"IPPO": 100_000, "MATD3": 60_000}
@@ -110,7 +111,7 @@ with torch.no_grad():
         obs, info = single.reset(seed=args["seed"] + 5000 + i)
         total = 0.0
         while single.agents:
-            action, _ = agent.get_action(obs, infos=info)
+            action = agent.get_action(obs, infos=info)[0]
             action = {a: np.asarray(action[a])[0] for a in single.agents}
             obs, reward, _, _, info = single.step(action)
             total += float(sum(reward.values()))
