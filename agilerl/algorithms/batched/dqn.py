@@ -1,0 +1,167 @@
+"""A group of same-architecture DQN agents acting and learning as one stacked network.
+
+The group holds the members' online weights as rows of one ``[N, P]`` leaf
+tensor (the layout of each member's flat Adam buffer), their target weights
+as a second ``[N, P]`` tensor, and their Adam moments in a
+:class:`~agilerl.networks.stacked.StackedAdam`. An update is one call of
+:func:`agilerl.algorithms.dqn.dqn_loss` on ``[N, B]`` batches, one backward
+and one optimizer step; each member keeps its own learning rate, betas,
+epsilon, gamma (through its batch's discounts) and tau. Exploration draws
+from each member's own generator (:meth:`DQN.explore`), so the group makes
+the same moves as its members would alone.
+
+:meth:`DQNGroup.sync` writes everything back into the member agents, which
+stay the source of truth for evaluation-free bookkeeping, evolution and
+checkpoints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from agilerl.algorithms.core.off_policy import Batch
+from agilerl.algorithms.dqn import DQN, dqn_loss
+from agilerl.networks.fastgrad import joined_chain
+from agilerl.networks.q_networks import QNetwork
+from agilerl.networks.stacked import StackedAdam, StackedChain, chain_layout, flat_of
+from agilerl.networks.optim import FlatAdam
+
+__all__ = ["DQNGroup", "dqn_group_key"]
+
+
+def dqn_group_key(agent: Any) -> tuple | None:
+    """What members must share to stack (``None``: the agent cannot be stacked).
+
+    A plain :class:`DQN` whose Q network is an MLP chain over a flat ``Box``
+    observation, optimised by :class:`FlatAdam`.
+    """
+    if type(agent) is not DQN or not isinstance(agent.actor, QNetwork):
+        return None
+    space = agent.observation_space
+    if not isinstance(space, spaces.Box) or len(space.shape) != 1:
+        return None
+    if not isinstance(agent.optimizer, FlatAdam):
+        return None
+    chain = joined_chain(agent.actor.encoder, agent.actor.head)
+    if chain is None:
+        return None
+    agent.optimizer._relink_data()
+    layout = chain_layout(chain, agent.optimizer.flat)
+    if layout is None or agent.optimizer.flat.numel() != sum(p.numel() for p in agent._target_params):
+        return None
+    return ("DQN", layout, bool(agent.spec.double), agent._start, str(agent.device), agent.optimizer.flat.dtype)
+
+
+class DQNGroup:
+    """Members of one :func:`dqn_group_key`, stacked.
+
+    Args:
+        members: The agents (same key).
+        slots: Their population slots.
+    """
+
+    def __init__(self, members: Sequence[DQN], slots: Sequence[int]) -> None:
+        self.members = list(members)
+        self.slots = list(slots)
+        first = self.members[0]
+        self.device = first.device
+        layout = chain_layout(
+            joined_chain(first.actor.encoder, first.actor.head), first.optimizer.flat
+        )
+        self.net = StackedChain(layout)
+        with torch.no_grad():
+            params = torch.stack([m.optimizer.flat for m in self.members])
+            self.target = torch.stack([flat_of(m._target_params) for m in self.members])
+        self.params = params.requires_grad_(True)
+        self.optimizer = StackedAdam.of([m.optimizer for m in self.members], self.params)
+        self._tau = [float(m.spec.tau) for m in self.members]
+        self._double = bool(first.spec.double)
+        self._start = first._start
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    # --- acting -----------------------------------------------------------------------
+    def q_values(self, obs: np.ndarray) -> torch.Tensor:
+        """``Q`` of every member on its own observations, ``[N, E, obs] -> [N, E, n]``."""
+        x = torch.as_tensor(obs, dtype=self.params.dtype, device=self.device)
+        with torch.no_grad():
+            return self.net.forward(self.params.detach(), x)
+
+    def act(self, obs: np.ndarray, epsilons: Sequence[float], greedy: bool = False) -> list:
+        """Each member's env actions for its ``obs[i]`` (``[N, E, obs]``), epsilon-greedy."""
+        eps = [0.0 if greedy else float(e) for e in epsilons]
+        greedy_actions = None
+        if any(e < 1.0 for e in eps):
+            greedy_actions = self.q_values(obs).argmax(dim=-1).cpu().numpy()
+        n = obs.shape[1]
+        return [
+            m.explore(None if e >= 1.0 else greedy_actions[i], e, n)
+            for i, (m, e) in enumerate(zip(self.members, eps, strict=True))
+        ]
+
+    # --- learning ---------------------------------------------------------------------
+    def learn(self, rows: Sequence[int], batches: Sequence[Mapping[str, Any]]) -> list[dict]:
+        """One update of the members at ``rows`` (group positions), one batch each.
+
+        The batches must have one size. Returns each member's ``loss`` and ``q_mean``.
+
+        Raises:
+            FloatingPointError: If a member's loss is not finite (no step is taken).
+        """
+        rows = list(rows)
+        prepared = [self.members[r]._prepare(b) for r, b in zip(rows, batches, strict=True)]
+        b = Batch(*(torch.stack(field) for field in zip(*prepared, strict=True)))
+        every = len(rows) == len(self.members)
+        index = None if every else torch.as_tensor(rows, device=self.device)
+        params = self.params if every else self.params[index]
+        target = self.target if every else self.target[index]
+        loss, _td, q = dqn_loss(
+            lambda x: self.net.forward(params, x),
+            lambda x: self.net.forward(target, x),
+            b,
+            start=self._start,
+            double=self._double,
+        )
+        values = torch.stack([loss.detach(), q.detach().mean(dim=-1)]).tolist()
+        for r, value in zip(rows, values[0], strict=True):
+            self.members[r]._check_finite({"loss": value})
+        self.params.grad = None
+        loss.sum().backward()
+        self.optimizer.step(None if every else rows)
+        self._soft_update(rows, index)
+        stats = []
+        for r, loss_value, q_mean in zip(rows, values[0], values[1], strict=True):
+            self.members[r].num_updates += 1
+            stats.append({"loss": loss_value, "q_mean": q_mean})
+        return stats
+
+    @torch.no_grad()
+    def _soft_update(self, rows: list[int], index: torch.Tensor | None) -> None:
+        taus = [self._tau[r] for r in rows]
+        online = self.params.detach() if index is None else self.params.detach()[index]
+        target = self.target if index is None else self.target[index]
+        if all(t >= 1.0 for t in taus):
+            target.copy_(online)
+        else:
+            weight = torch.tensor([[min(t, 1.0)] for t in taus], dtype=target.dtype)
+            target.lerp_(online, weight.to(target.device))
+        if index is not None:
+            self.target.index_copy_(0, index, target)
+
+    # --- members ----------------------------------------------------------------------
+    @torch.no_grad()
+    def sync(self) -> None:
+        """Write the stacked weights, targets and Adam state back into the member agents."""
+        self.optimizer.write_back([m.optimizer for m in self.members])
+        for i, member in enumerate(self.members):
+            offset = 0
+            for p in member._target_params:
+                n = p.numel()
+                p.copy_(self.target[i, offset : offset + n].view_as(p))
+                offset += n
