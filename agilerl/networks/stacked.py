@@ -19,13 +19,21 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import numpy as np
 import torch
-import torch.nn.functional as F
 
 from agilerl.networks.fastgrad import MLPChain
 from agilerl.networks.optim import FlatAdam
 
-__all__ = ["LayerSlot", "StackedAdam", "StackedChain", "chain_layout", "flat_of"]
+__all__ = [
+    "LayerSlot",
+    "LayerViews",
+    "StackedAdam",
+    "StackedChain",
+    "StackedTape",
+    "chain_layout",
+    "flat_of",
+]
 
 
 class LayerSlot(NamedTuple):
@@ -86,8 +94,35 @@ def flat_of(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.cat([t.detach().reshape(-1) for t in tensors])
 
 
+_threshold_backward = torch.ops.aten.threshold_backward
+_tanh_backward = torch.ops.aten.tanh_backward
+_layer_norm = torch.ops.aten.native_layer_norm
+_layer_norm_backward = torch.ops.aten.native_layer_norm_backward
+
+
+class LayerViews(NamedTuple):
+    """One layer's parameters as views of a stacked ``[N, P]`` tensor.
+
+    Attributes:
+        weight: ``[N, out, in]``.
+        bias: ``[N, out]``.
+        norm_weight: ``[N, out]`` LayerNorm scale, else ``None``.
+        norm_bias: ``[N, out]`` LayerNorm shift, else ``None``.
+    """
+
+    weight: torch.Tensor
+    bias: torch.Tensor
+    norm_weight: torch.Tensor | None
+    norm_bias: torch.Tensor | None
+
+
 class StackedChain:
-    """Runs a :func:`chain_layout` over stacked parameters ``[N, P]``.
+    """Runs a :func:`chain_layout` over stacked parameters ``[N, P]``, with a hand-written backward.
+
+    Like :class:`~agilerl.networks.fastgrad.MLPChain`, the forward pass records
+    no autograd graph; :meth:`backward` adds each member's parameter gradients
+    straight into its row of a ``[N, P]`` gradient buffer. Both take the
+    per-layer views of :meth:`views` (cheap to keep for long-lived tensors).
 
     Args:
         layout: The layers' slots (the same for every member).
@@ -96,22 +131,128 @@ class StackedChain:
     def __init__(self, layout: Sequence[LayerSlot]) -> None:
         self.layout = tuple(layout)
 
-    def forward(self, params: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """``[N, B, in] -> [N, B, out]``: member ``i``'s chain on ``x[i]`` with ``params[i]``."""
+    def views(self, params: torch.Tensor) -> list[LayerViews]:
+        """Per-layer views of ``params`` (``[N, P]``; numpy arrays work too)."""
         n = params.shape[0]
-        for (wo, out, inp), (bo, _), act, norm in self.layout:
-            weight = params[:, wo : wo + out * inp].view(n, out, inp)
-            bias = params[:, bo : bo + out].unsqueeze(1)
-            x = torch.baddbmm(bias, x, weight.transpose(1, 2))
+        out_views = []
+        for (wo, out, inp), (bo, _), _act, norm in self.layout:
+            weight = params[:, wo : wo + out * inp].reshape(n, out, inp)
+            norm_w = norm_b = None
             if norm is not None:
-                no, nbo, eps = norm
-                x = F.layer_norm(x, (out,), eps=eps)
-                x = torch.addcmul(params[:, nbo : nbo + out].unsqueeze(1), x, params[:, no : no + out].unsqueeze(1))
+                norm_w = params[:, norm[0] : norm[0] + out]
+                norm_b = params[:, norm[1] : norm[1] + out]
+            out_views.append(LayerViews(weight, params[:, bo : bo + out], norm_w, norm_b))
+        return out_views
+
+    @torch.no_grad()
+    def forward(
+        self, views: Sequence[LayerViews], x: torch.Tensor, saved: list[tuple] | None = None
+    ) -> torch.Tensor:
+        """``[N, B, in] -> [N, B, out]``: member ``i``'s chain on ``x[i]``.
+
+        With ``saved``, what :meth:`backward` needs is appended to it.
+        """
+        for (_w, (_bo, out), act, norm), layer in zip(self.layout, views, strict=True):
+            h = torch.baddbmm(layer.bias.unsqueeze(1), x, layer.weight.transpose(1, 2))
+            stats = None
+            if norm is not None:
+                normed, mean, rstd = _layer_norm(h, (out,), None, None, norm[2])
+                stats = (h, normed, mean, rstd)
+                h = torch.addcmul(
+                    layer.norm_bias.unsqueeze(1), normed, layer.norm_weight.unsqueeze(1)
+                )
             if act == "ReLU":
-                x = x.relu()
+                h = h.relu_()
             elif act == "Tanh":
-                x = x.tanh()
+                h = h.tanh_()
+            if saved is not None:
+                saved.append((x, stats))
+            x = h
         return x
+
+    def forward_numpy(self, views: Sequence[LayerViews], x: np.ndarray) -> np.ndarray:
+        """:meth:`forward` in numpy, on views of a CPU ``float32`` numpy array (acting)."""
+        if x.dtype != np.float32:
+            x = x.astype(np.float32)
+        for (_w, _b, act, norm), layer in zip(self.layout, views, strict=True):
+            x = np.matmul(x, layer.weight.transpose(0, 2, 1))
+            x += layer.bias[:, None, :]
+            if norm is not None:
+                mean = x.mean(axis=-1, keepdims=True)
+                var = x.var(axis=-1, keepdims=True)
+                x = (x - mean) / np.sqrt(var + norm[2])
+                x = x * layer.norm_weight[:, None, :] + layer.norm_bias[:, None, :]
+            if act == "ReLU":
+                np.maximum(x, 0.0, out=x)
+            elif act == "Tanh":
+                np.tanh(x, out=x)
+        return x
+
+    @torch.no_grad()
+    def backward(
+        self,
+        grad: torch.Tensor,
+        views: Sequence[LayerViews],
+        saved: Sequence[tuple],
+        output: torch.Tensor,
+        grads: Sequence[LayerViews],
+    ) -> None:
+        """Back-propagate ``grad`` (d loss / d output), adding into the gradient views ``grads``."""
+        last = len(self.layout) - 1
+        for i in range(last, -1, -1):
+            _w, _b, act, norm = self.layout[i]
+            layer, layer_grad = views[i], grads[i]
+            x, stats = saved[i]
+            h = output if i == last else saved[i + 1][0]
+            if act == "ReLU":
+                grad = _threshold_backward(grad, h, 0.0)
+            elif act == "Tanh":
+                grad = _tanh_backward(grad, h)
+            if norm is not None:
+                pre, normed, mean, rstd = stats
+                layer_grad.norm_weight.add_((grad * normed).sum(1))
+                layer_grad.norm_bias.add_(grad.sum(1))
+                grad = grad * layer.norm_weight.unsqueeze(1)
+                grad = _layer_norm_backward(
+                    grad, pre, (pre.shape[-1],), mean, rstd, None, None, [True, False, False]
+                )[0]
+            layer_grad.weight.baddbmm_(grad.transpose(1, 2), x)
+            layer_grad.bias.add_(grad.sum(1))
+            if i > 0:
+                grad = torch.bmm(grad, layer.weight)
+
+
+class StackedTape:
+    """Runs a :class:`StackedChain` inside a loss; :meth:`backward` fills gradient views.
+
+    Calls made with autograd enabled are recorded (their output is a fresh
+    leaf); calls under ``torch.no_grad()`` (targets) are plain forwards.
+
+    Args:
+        chain: The stacked chain.
+    """
+
+    def __init__(self, chain: StackedChain) -> None:
+        self.chain = chain
+        self._records: list[tuple[Sequence[LayerViews], list[tuple], torch.Tensor]] = []
+
+    def __call__(self, views: Sequence[LayerViews], x: torch.Tensor) -> torch.Tensor:
+        """The chain's output on ``x`` with the parameters ``views``."""
+        if not torch.is_grad_enabled():
+            return self.chain.forward(views, x)
+        saved: list[tuple] = []
+        out = self.chain.forward(views, x, saved)
+        out.requires_grad_(True)
+        self._records.append((views, saved, out))
+        return out
+
+    def backward(self, loss: torch.Tensor, grads: Sequence[LayerViews]) -> None:
+        """Gradients of the scalar ``loss`` w.r.t. the recorded parameters, added to ``grads``."""
+        records, self._records = self._records, []
+        loss.backward()
+        for views, saved, out in reversed(records):
+            if out.grad is not None:
+                self.chain.backward(out.grad, views, saved, out, grads)
 
 
 class StackedAdam:
@@ -120,7 +261,7 @@ class StackedAdam:
     The maths of :class:`~agilerl.networks.optim.FlatAdam`, row by row.
 
     Args:
-        params: Leaf ``[N, P]`` parameters (``requires_grad``).
+        params: ``[N, P]`` parameters.
         exp_avg: ``[N, P]`` first moments.
         exp_avg_sq: ``[N, P]`` second moments.
         steps: Steps taken by each row's optimizer so far.
@@ -176,15 +317,14 @@ class StackedAdam:
                 opt.step_count = self.steps[i]
 
     @torch.no_grad()
-    def step(self, rows: Sequence[int] | None = None) -> None:
-        """One Adam update of ``rows`` (all rows by default) from ``params.grad``."""
-        grad = self.params.grad
+    def step(self, grad: torch.Tensor, rows: Sequence[int] | None = None) -> None:
+        """One Adam update of ``rows`` (all rows by default) from ``grad`` (``[len(rows), P]``)."""
         if rows is None or len(rows) == len(self.steps):
             self._step(range(len(self.steps)), self.params, self.exp_avg, self.exp_avg_sq, grad)
             return
         index = torch.as_tensor(list(rows), device=self.params.device)
         params, m, v = self.params[index], self.exp_avg[index], self.exp_avg_sq[index]
-        self._step(rows, params, m, v, grad[index], index)
+        self._step(rows, params, m, v, grad, index)
         self.params.index_copy_(0, index, params)
         self.exp_avg.index_copy_(0, index, m)
         self.exp_avg_sq.index_copy_(0, index, v)

@@ -28,7 +28,13 @@ from agilerl.algorithms.core.off_policy import Batch
 from agilerl.algorithms.dqn import DQN, dqn_loss
 from agilerl.networks.fastgrad import joined_chain
 from agilerl.networks.q_networks import QNetwork
-from agilerl.networks.stacked import StackedAdam, StackedChain, chain_layout, flat_of
+from agilerl.networks.stacked import (
+    StackedAdam,
+    StackedChain,
+    StackedTape,
+    chain_layout,
+    flat_of,
+)
 from agilerl.networks.optim import FlatAdam
 
 __all__ = ["DQNGroup", "dqn_group_key"]
@@ -75,11 +81,20 @@ class DQNGroup:
         )
         self.net = StackedChain(layout)
         with torch.no_grad():
-            params = torch.stack([m.optimizer.flat for m in self.members])
+            self.params = torch.stack([m.optimizer.flat for m in self.members])
             self.target = torch.stack([flat_of(m._target_params) for m in self.members])
-        self.params = params.requires_grad_(True)
+        self.grad = torch.zeros_like(self.params)
         self.optimizer = StackedAdam.of([m.optimizer for m in self.members], self.params)
+        self._views = self.net.views(self.params)
+        self._target_views = self.net.views(self.target)
+        self._grad_views = self.net.views(self.grad)
+        self._numpy_views = None
+        if self.params.device.type == "cpu" and self.params.dtype == torch.float32:
+            self._numpy_views = self.net.views(self.params.numpy())
+        column = {"dtype": self.params.dtype, "device": self.device}
+        self._gamma = torch.tensor([[float(m.spec.gamma)] for m in self.members], **column)
         self._tau = [float(m.spec.tau) for m in self.members]
+        self._tau_column = torch.tensor([[min(t, 1.0)] for t in self._tau], **column)
         self._double = bool(first.spec.double)
         self._start = first._start
 
@@ -87,18 +102,19 @@ class DQNGroup:
         return len(self.members)
 
     # --- acting -----------------------------------------------------------------------
-    def q_values(self, obs: np.ndarray) -> torch.Tensor:
+    def q_values(self, obs: np.ndarray) -> np.ndarray:
         """``Q`` of every member on its own observations, ``[N, E, obs] -> [N, E, n]``."""
+        if self._numpy_views is not None:
+            return self.net.forward_numpy(self._numpy_views, np.asarray(obs))
         x = torch.as_tensor(obs, dtype=self.params.dtype, device=self.device)
-        with torch.no_grad():
-            return self.net.forward(self.params.detach(), x)
+        return self.net.forward(self._views, x).cpu().numpy()
 
     def act(self, obs: np.ndarray, epsilons: Sequence[float], greedy: bool = False) -> list:
         """Each member's env actions for its ``obs[i]`` (``[N, E, obs]``), epsilon-greedy."""
         eps = [0.0 if greedy else float(e) for e in epsilons]
         greedy_actions = None
         if any(e < 1.0 for e in eps):
-            greedy_actions = self.q_values(obs).argmax(dim=-1).cpu().numpy()
+            greedy_actions = self.q_values(obs).argmax(axis=-1)
         n = obs.shape[1]
         return [
             m.explore(None if e >= 1.0 else greedy_actions[i], e, n)
@@ -106,6 +122,25 @@ class DQNGroup:
         ]
 
     # --- learning ---------------------------------------------------------------------
+    def _batch(self, rows: list[int], batches: Sequence[Mapping[str, Any]]) -> Batch:
+        """The members' batches stacked ``[n, B, ...]``, discounts as :meth:`DQN._prepare` makes them."""
+
+        def stack(key: str) -> torch.Tensor:
+            return torch.stack([torch.as_tensor(b[key], device=self.device) for b in batches])
+
+        n = len(rows)
+        dtype = self.params.dtype
+        reward = stack("reward").reshape(n, -1).float()
+        done = stack("done").reshape(n, -1).float()
+        gamma = self._gamma if n == len(self.members) else self._gamma[rows]
+        if batches[0].get("n_steps") is None:
+            discount = (1.0 - done).mul_(gamma)
+        else:
+            discount = torch.pow(gamma, stack("n_steps").reshape(n, -1).float()).mul_(1.0 - done)
+        return Batch(
+            stack("obs").to(dtype), stack("action"), reward, stack("next_obs").to(dtype), discount
+        )
+
     def learn(self, rows: Sequence[int], batches: Sequence[Mapping[str, Any]]) -> list[dict]:
         """One update of the members at ``rows`` (group positions), one batch each.
 
@@ -115,15 +150,21 @@ class DQNGroup:
             FloatingPointError: If a member's loss is not finite (no step is taken).
         """
         rows = list(rows)
-        prepared = [self.members[r]._prepare(b) for r, b in zip(rows, batches, strict=True)]
-        b = Batch(*(torch.stack(field) for field in zip(*prepared, strict=True)))
+        b = self._batch(rows, batches)
         every = len(rows) == len(self.members)
-        index = None if every else torch.as_tensor(rows, device=self.device)
-        params = self.params if every else self.params[index]
-        target = self.target if every else self.target[index]
+        if every:
+            views, target, grad, grads = self._views, self._target_views, self.grad, self._grad_views
+            grad.zero_()
+        else:
+            index = torch.as_tensor(rows, device=self.device)
+            views = self.net.views(self.params[index])
+            target = self.net.views(self.target[index])
+            grad = torch.zeros((len(rows), self.params.shape[1]), dtype=self.params.dtype)
+            grads = self.net.views(grad)
+        tape = StackedTape(self.net)
         loss, _td, q = dqn_loss(
-            lambda x: self.net.forward(params, x),
-            lambda x: self.net.forward(target, x),
+            lambda x: tape(views, x),
+            lambda x: tape(target, x),
             b,
             start=self._start,
             double=self._double,
@@ -131,10 +172,9 @@ class DQNGroup:
         values = torch.stack([loss.detach(), q.detach().mean(dim=-1)]).tolist()
         for r, value in zip(rows, values[0], strict=True):
             self.members[r]._check_finite({"loss": value})
-        self.params.grad = None
-        loss.sum().backward()
-        self.optimizer.step(None if every else rows)
-        self._soft_update(rows, index)
+        tape.backward(loss.sum(), grads)
+        self.optimizer.step(grad, None if every else rows)
+        self._soft_update(rows, every)
         stats = []
         for r, loss_value, q_mean in zip(rows, values[0], values[1], strict=True):
             self.members[r].num_updates += 1
@@ -142,17 +182,20 @@ class DQNGroup:
         return stats
 
     @torch.no_grad()
-    def _soft_update(self, rows: list[int], index: torch.Tensor | None) -> None:
+    def _soft_update(self, rows: list[int], every: bool) -> None:
         taus = [self._tau[r] for r in rows]
-        online = self.params.detach() if index is None else self.params.detach()[index]
-        target = self.target if index is None else self.target[index]
-        if all(t >= 1.0 for t in taus):
-            target.copy_(online)
-        else:
-            weight = torch.tensor([[min(t, 1.0)] for t in taus], dtype=target.dtype)
-            target.lerp_(online, weight.to(target.device))
-        if index is not None:
-            self.target.index_copy_(0, index, target)
+        if all(t <= 0.0 for t in taus):
+            return
+        if every:
+            if all(t >= 1.0 for t in taus):
+                self.target.copy_(self.params)
+            else:
+                self.target.lerp_(self.params, self._tau_column)
+            return
+        index = torch.as_tensor(rows, device=self.device)
+        target = self.target[index]
+        target.lerp_(self.params[index], self._tau_column[index])
+        self.target.index_copy_(0, index, target)
 
     # --- members ----------------------------------------------------------------------
     @torch.no_grad()
