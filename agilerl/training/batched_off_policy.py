@@ -152,7 +152,7 @@ def train_off_policy_batched(
                     if agent.steps >= learning_delay and len(memories[i]) >= agent.batch_size:
                         learn_credit[i] += num_envs / agent.learn_step
                 obs = next_obs
-                _learn_due(groups, agents, memories, learn_credit, active, stats)
+                _learn_due(groups, agents, memories, learn_credit, active, stats, shared)
             for group in groups:
                 group.sync()
             details = []
@@ -238,6 +238,7 @@ def _learn_due(
     credit: list[float],
     active: list[int],
     stats: list[list[dict[str, float]]],
+    shared: bool,
 ) -> None:
     """Run every update that is due, one stacked call per group and batch size."""
     while True:
@@ -253,7 +254,11 @@ def _learn_due(
                     by_size.setdefault(int(agents[slot].batch_size), []).append(row)
             for batch_size, rows in by_size.items():
                 slots = [group.slots[r] for r in rows]
-                batches = [memories[s].sample(batch_size) for s in slots]
+                if len(slots) > 1 and shared and getattr(group, "stacked_batches", False):
+                    # One draw for the members sharing the memory, member-major.
+                    batches: Any = memories[slots[0]].sample(batch_size * len(slots))
+                else:
+                    batches = [memories[s].sample(batch_size) for s in slots]
                 for slot, result in zip(slots, group.learn(rows, batches), strict=True):
                     result.pop("priorities", None)
                     stats[slot].append({k: float(v) for k, v in result.items()})

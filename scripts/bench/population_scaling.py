@@ -54,7 +54,6 @@ def run(algo: str, pop: int, batched: bool, steps: int, workdir: Path, seed: int
         f"training.evo_steps={evo}",
         "training.target_score=null",
         f"training.batched_population={str(batched).lower()}",
-        "training.experience_sharing=false",
     )
     run_dir = workdir / f"{algo}_{pop}_{'b' if batched else 's'}"
     trainer = LocalTrainer.from_manifest(

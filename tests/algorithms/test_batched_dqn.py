@@ -100,3 +100,13 @@ def test_other_architectures_form_their_own_groups() -> None:
     square = _agent(4, obs=spaces.Box(-1.0, 1.0, (2, 2), np.float32))
     groups = make_groups([square, _agent(5)])
     assert [type(g) for g in groups] == [LoneGroup, DQNGroup]
+
+
+def test_one_member_major_batch_equals_one_batch_per_member() -> None:
+    rng = np.random.default_rng(2)
+    batches = [_batch(rng, 8) for _ in HPS]
+    joined = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+    listed = make_groups([_agent(i, **hp) for i, hp in enumerate(HPS)])[0]
+    stacked = make_groups([_agent(i, **hp) for i, hp in enumerate(HPS)])[0]
+    assert listed.learn(range(3), batches) == stacked.learn(range(3), joined)
+    torch.testing.assert_close(stacked.params, listed.params, rtol=0, atol=0)

@@ -59,8 +59,8 @@ def _run(batched: bool, num_envs: int = 2) -> list[DQN]:
         population,
         env,
         memory=memories,
-        max_steps=800,
-        evo_steps=400,
+        max_steps=500,
+        evo_steps=250,
         eval_loop=2,
         eval_steps=200,
         learning_delay=100,
@@ -207,3 +207,30 @@ def test_batched_hpo_run_matches_sequential_and_resumes_across_modes(tmp_path: P
         _train(tmp_path / run, modes[1], stop_after=2, resume=True)
         _train(tmp_path / run, modes[2], resume=True)
     _assert_same_runs(tmp_path / "mixed", tmp_path / "plain")
+
+
+def test_batched_population_with_a_shared_memory_fills_it_together() -> None:
+    torch.set_num_threads(1)
+    env_spec = GymEnvSpec(name="CartPole-v1", num_envs=2)
+
+    def factory(seed: int | None = None, num_envs: int | None = None) -> object:
+        return make_vector_env(env_spec, num_envs, seed=seed)
+
+    env = factory(seed=0)
+    probe = env.single_observation_space, env.single_action_space
+    population = [
+        DQN(DQNSpec.model_validate({"net_config": NET, **hp}), *probe, index=i)
+        for i, hp in enumerate(HPS)
+    ]
+    memory = init_buffer(
+        ReplayBufferSpec(max_size=5000), population[0].spec, "cpu", seed=1,
+        observation_space=probe[0], action_space=probe[1],
+    )  # fmt: skip
+    result = train_off_policy(
+        population, env, memory=memory, max_steps=400, evo_steps=400, eval_loop=1,
+        eval_steps=100, learning_delay=100, env_factory=factory, batched_population=True,
+    )  # fmt: skip
+    env.close()
+    assert len(memory) == 3 * 400
+    assert all(agent.num_updates > 50 and agent.steps == 400 for agent in result.population)
+    assert all(math.isfinite(f) for f in result.fitnesses)

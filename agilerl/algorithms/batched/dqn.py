@@ -69,7 +69,12 @@ class DQNGroup:
     Args:
         members: The agents (same key).
         slots: Their population slots.
+
+    Attributes:
+        stacked_batches: :meth:`learn` also takes one member-major batch.
     """
+
+    stacked_batches = True
 
     def __init__(self, members: Sequence[DQN], slots: Sequence[int]) -> None:
         self.members = list(members)
@@ -122,18 +127,30 @@ class DQNGroup:
         ]
 
     # --- learning ---------------------------------------------------------------------
-    def _batch(self, rows: list[int], batches: Sequence[Mapping[str, Any]]) -> Batch:
+    def _batch(
+        self, rows: list[int], batches: Sequence[Mapping[str, Any]] | Mapping[str, Any]
+    ) -> Batch:
         """The members' batches stacked ``[n, B, ...]``, discounts as :meth:`DQN._prepare` makes them."""
-
-        def stack(key: str) -> torch.Tensor:
-            return torch.stack([torch.as_tensor(b[key], device=self.device) for b in batches])
-
         n = len(rows)
+        if isinstance(batches, Mapping):  # already one batch of n * B rows, member-major
+
+            def stack(key: str) -> torch.Tensor:
+                value = torch.as_tensor(batches[key], device=self.device)
+                return value.reshape(n, -1, *value.shape[1:])
+
+            first: Mapping[str, Any] = batches
+        else:
+
+            def stack(key: str) -> torch.Tensor:
+                return torch.stack([torch.as_tensor(b[key], device=self.device) for b in batches])
+
+            first = batches[0]
+
         dtype = self.params.dtype
         reward = stack("reward").reshape(n, -1).float()
         done = stack("done").reshape(n, -1).float()
         gamma = self._gamma if n == len(self.members) else self._gamma[rows]
-        if batches[0].get("n_steps") is None:
+        if first.get("n_steps") is None:
             discount = (1.0 - done).mul_(gamma)
         else:
             discount = torch.pow(gamma, stack("n_steps").reshape(n, -1).float()).mul_(1.0 - done)
@@ -141,10 +158,13 @@ class DQNGroup:
             stack("obs").to(dtype), stack("action"), reward, stack("next_obs").to(dtype), discount
         )
 
-    def learn(self, rows: Sequence[int], batches: Sequence[Mapping[str, Any]]) -> list[dict]:
+    def learn(
+        self, rows: Sequence[int], batches: Sequence[Mapping[str, Any]] | Mapping[str, Any]
+    ) -> list[dict]:
         """One update of the members at ``rows`` (group positions), one batch each.
 
-        The batches must have one size. Returns each member's ``loss`` and ``q_mean``.
+        The batches must have one size; ``batches`` may also be one batch of
+        ``len(rows) * B`` transitions, member-major (see :attr:`stacked_batches`). Returns each member's ``loss`` and ``q_mean``.
 
         Raises:
             FloatingPointError: If a member's loss is not finite (no step is taken).
