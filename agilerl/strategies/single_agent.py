@@ -28,20 +28,11 @@ def _off_policy_extras(training: TrainingSpec, memory: Any, n_step_memory: Any) 
             extras[key] = getattr(training, key)
     if n_step_memory is not None:
         extras["n_step_memory"] = n_step_memory
-    if batched_population(training):
-        extras["batched_population"] = True
+    batched = training.batched_population
+    if batched or (batched is None and training.pop_size > 1):
+        # Unset: batched where the population allows it; true: also say when it does not.
+        extras["batched_population"] = batched or "auto"
     return extras
-
-
-def batched_population(training: TrainingSpec) -> bool:
-    """Whether the loop should try a batched population (``training.batched_population``).
-
-    Unset means on for a population of more than one agent; the loop still
-    trains one agent after another when the population cannot be stacked.
-    """
-    if training.batched_population is None:
-        return training.pop_size > 1
-    return training.batched_population
 
 
 class GymVectorEnvStrategy(TrainingStrategy):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,7 @@ def train_off_policy(
     eval_env: Any = None,
     run: RunContext | None = None,
     save_memory: bool = False,
-    batched_population: bool = False,
+    batched_population: bool | str = False,
 ) -> LoopResult:
     """Train a population of off-policy agents.
 
@@ -80,7 +81,8 @@ def train_off_policy(
         save_memory: Store the replay memory in checkpoints.
         batched_population: Train members that share an architecture as one
             stacked network (:mod:`agilerl.training.batched_off_policy`) when
-            the population allows it.
+            the population allows it; ``"auto"`` falls back quietly, ``True``
+            with a warning naming the reason.
 
     Returns:
         The run's result; it unpacks as ``population, fitnesses``.
@@ -91,6 +93,12 @@ def train_off_policy(
         reason = batched.batched_off_policy_reason(
             population, env, memory, n_step_memory, env_factory, eval_env
         )
+        if reason is not None and batched_population is True:
+            warnings.warn(
+                f"training.batched_population: members train one after another: {reason}",
+                UserWarning,
+                stacklevel=2,
+            )
         if reason is None:
             return batched.train_off_policy_batched(
                 population,

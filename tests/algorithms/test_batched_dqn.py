@@ -44,7 +44,9 @@ HPS = [
 
 
 def _weights(agent: DQN) -> list[torch.Tensor]:
-    return [p.detach().clone() for p in [*agent.actor.parameters(), *agent.actor_target.parameters()]]
+    return [
+        p.detach().clone() for p in [*agent.actor.parameters(), *agent.actor_target.parameters()]
+    ]
 
 
 @pytest.mark.parametrize("layer_norm", [False, True])

@@ -27,6 +27,7 @@ from gymnasium import spaces
 from agilerl.algorithms.core.off_policy import Batch
 from agilerl.algorithms.dqn import DQN, dqn_loss
 from agilerl.networks.fastgrad import joined_chain
+from agilerl.networks.optim import FlatAdam
 from agilerl.networks.q_networks import QNetwork
 from agilerl.networks.stacked import (
     StackedAdam,
@@ -35,7 +36,6 @@ from agilerl.networks.stacked import (
     chain_layout,
     flat_of,
 )
-from agilerl.networks.optim import FlatAdam
 
 __all__ = ["DQNGroup", "dqn_group_key"]
 
@@ -58,9 +58,18 @@ def dqn_group_key(agent: Any) -> tuple | None:
         return None
     agent.optimizer._relink_data()
     layout = chain_layout(chain, agent.optimizer.flat)
-    if layout is None or agent.optimizer.flat.numel() != sum(p.numel() for p in agent._target_params):
+    if layout is None or agent.optimizer.flat.numel() != sum(
+        p.numel() for p in agent._target_params
+    ):
         return None
-    return ("DQN", layout, bool(agent.spec.double), agent._start, str(agent.device), agent.optimizer.flat.dtype)
+    return (
+        "DQN",
+        layout,
+        bool(agent.spec.double),
+        agent._start,
+        str(agent.device),
+        agent.optimizer.flat.dtype,
+    )
 
 
 class DQNGroup:
@@ -130,7 +139,7 @@ class DQNGroup:
     def _batch(
         self, rows: list[int], batches: Sequence[Mapping[str, Any]] | Mapping[str, Any]
     ) -> Batch:
-        """The members' batches stacked ``[n, B, ...]``, discounts as :meth:`DQN._prepare` makes them."""
+        """The members' batches stacked ``[n, B, ...]``, with :meth:`DQN._prepare`'s discounts."""
         n = len(rows)
         if isinstance(batches, Mapping):  # already one batch of n * B rows, member-major
 
@@ -164,7 +173,8 @@ class DQNGroup:
         """One update of the members at ``rows`` (group positions), one batch each.
 
         The batches must have one size; ``batches`` may also be one batch of
-        ``len(rows) * B`` transitions, member-major (see :attr:`stacked_batches`). Returns each member's ``loss`` and ``q_mean``.
+        ``len(rows) * B`` transitions, member-major (see :attr:`stacked_batches`).
+        Returns each member's ``loss`` and ``q_mean``.
 
         Raises:
             FloatingPointError: If a member's loss is not finite (no step is taken).
@@ -173,7 +183,12 @@ class DQNGroup:
         b = self._batch(rows, batches)
         every = len(rows) == len(self.members)
         if every:
-            views, target, grad, grads = self._views, self._target_views, self.grad, self._grad_views
+            views, target, grad, grads = (
+                self._views,
+                self._target_views,
+                self.grad,
+                self._grad_views,
+            )
             grad.zero_()
         else:
             index = torch.as_tensor(rows, device=self.device)
