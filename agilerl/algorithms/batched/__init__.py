@@ -6,6 +6,13 @@ form one stacked group, and every other member is a :class:`LoneGroup` of
 one that acts and learns through its own methods. A group is rebuilt from
 the member agents at every evolution boundary (:meth:`sync` writes back
 first), so cloning, selection, mutation and checkpoints see ordinary agents.
+
+A group has ``members``, ``slots``, ``act(obs, epsilons, greedy)``,
+``learn(rows, batches)`` and ``sync()``. Another algorithm joins by adding
+its ``(*_group_key, GroupClass)`` pair to ``_KEYS``; its group must compute
+its loss with the algorithm's own loss function (as :class:`DQNGroup` calls
+:func:`agilerl.algorithms.dqn.dqn_loss`) and draw random numbers from each
+member's own generator, so that members learn exactly as they would alone.
 """
 
 from __future__ import annotations
