@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -108,12 +108,16 @@ class LayerViews(NamedTuple):
         bias: ``[N, out]``.
         norm_weight: ``[N, out]`` LayerNorm scale, else ``None``.
         norm_bias: ``[N, out]`` LayerNorm shift, else ``None``.
+        weight_t: ``weight`` transposed, ``[N, in, out]`` (what a forward pass multiplies by).
+        bias_row: ``bias`` as ``[N, 1, out]`` (broadcast over the batch).
     """
 
-    weight: torch.Tensor
-    bias: torch.Tensor
-    norm_weight: torch.Tensor | None
-    norm_bias: torch.Tensor | None
+    weight: Any
+    bias: Any
+    norm_weight: Any
+    norm_bias: Any
+    weight_t: Any
+    bias_row: Any
 
 
 class StackedChain:
@@ -131,17 +135,20 @@ class StackedChain:
     def __init__(self, layout: Sequence[LayerSlot]) -> None:
         self.layout = tuple(layout)
 
-    def views(self, params: torch.Tensor) -> list[LayerViews]:
-        """Per-layer views of ``params`` (``[N, P]``; numpy arrays work too)."""
+    def views(self, params: Any) -> list[LayerViews]:
+        """Per-layer views of ``params`` (a ``[N, P]`` tensor or numpy array)."""
         n = params.shape[0]
         out_views = []
         for (wo, out, inp), (bo, _), _act, norm in self.layout:
             weight = params[:, wo : wo + out * inp].reshape(n, out, inp)
+            bias = params[:, bo : bo + out]
             norm_w = norm_b = None
             if norm is not None:
                 norm_w = params[:, norm[0] : norm[0] + out]
                 norm_b = params[:, norm[1] : norm[1] + out]
-            out_views.append(LayerViews(weight, params[:, bo : bo + out], norm_w, norm_b))
+            weight_t = weight.transpose(0, 2, 1) if isinstance(weight, np.ndarray) else weight.mT
+            bias_row = bias[:, None, :]
+            out_views.append(LayerViews(weight, bias, norm_w, norm_b, weight_t, bias_row))
         return out_views
 
     @torch.no_grad()
@@ -153,7 +160,7 @@ class StackedChain:
         With ``saved``, what :meth:`backward` needs is appended to it.
         """
         for (_w, (_bo, out), act, norm), layer in zip(self.layout, views, strict=True):
-            h = torch.baddbmm(layer.bias.unsqueeze(1), x, layer.weight.transpose(1, 2))
+            h = torch.baddbmm(layer.bias_row, x, layer.weight_t)
             stats = None
             if norm is not None:
                 normed, mean, rstd = _layer_norm(h, (out,), None, None, norm[2])
@@ -175,8 +182,8 @@ class StackedChain:
         if x.dtype != np.float32:
             x = x.astype(np.float32)
         for (_w, _b, act, norm), layer in zip(self.layout, views, strict=True):
-            x = np.matmul(x, layer.weight.transpose(0, 2, 1))
-            x += layer.bias[:, None, :]
+            x = np.matmul(x, layer.weight_t)
+            x += layer.bias_row
             if norm is not None:
                 mean = x.mean(axis=-1, keepdims=True)
                 var = x.var(axis=-1, keepdims=True)
@@ -289,7 +296,6 @@ class StackedAdam:
         self.eps = [float(e) for e in eps]
         column = {"dtype": params.dtype, "device": params.device}
         self._one_minus_b1 = torch.tensor([[1.0 - b1] for b1, _ in self.betas], **column)
-        self._b2 = torch.tensor([[b2] for _, b2 in self.betas], **column)
         self._one_minus_b2 = torch.tensor([[1.0 - b2] for _, b2 in self.betas], **column)
         self._eps = torch.tensor([[e] for e in self.eps], **column)
 
@@ -341,14 +347,16 @@ class StackedAdam:
         def column(values: torch.Tensor) -> torch.Tensor:
             return values if index is None else values[index]
 
-        step_size, bc2_sqrt = [], []
+        corrections = []
         for i in rows:
             self.steps[i] += 1
             beta1, beta2 = self.betas[i]
-            step_size.append([-self.lrs[i] / (1.0 - beta1 ** self.steps[i])])
-            bc2_sqrt.append([math.sqrt(1.0 - beta2 ** self.steps[i])])
-        like = {"dtype": params.dtype, "device": params.device}
+            step = self.steps[i]
+            corrections.append(
+                [-self.lrs[i] / (1.0 - beta1**step), 1.0 / math.sqrt(1.0 - beta2**step)]
+            )
+        scale = torch.tensor(corrections, dtype=params.dtype, device=params.device)
         exp_avg.lerp_(grad, column(self._one_minus_b1))
-        exp_avg_sq.mul_(column(self._b2)).add_(grad * grad * column(self._one_minus_b2))
-        denom = (exp_avg_sq.sqrt() / torch.tensor(bc2_sqrt, **like)).add_(column(self._eps))
-        params.addcmul_(exp_avg / denom, torch.tensor(step_size, **like))
+        exp_avg_sq.lerp_(grad.square(), column(self._one_minus_b2))
+        denom = torch.addcmul(column(self._eps), exp_avg_sq.sqrt(), scale[:, 1:])
+        params.addcmul_(exp_avg / denom, scale[:, :1])
