@@ -194,7 +194,7 @@ class DQNGroup:
             index = torch.as_tensor(rows, device=self.device)
             views = self.net.views(self.params[index])
             target = self.net.views(self.target[index])
-            grad = torch.zeros((len(rows), self.params.shape[1]), dtype=self.params.dtype)
+            grad = self.params.new_zeros((len(rows), self.params.shape[1]))
             grads = self.net.views(grad)
         tape = StackedTape(self.net)
         loss, _td, q = dqn_loss(
