@@ -99,7 +99,8 @@ def main() -> None:
                 for pop in args.pops:
                     order = (True, False) if (pop + round_) % 2 else (False, True)
                     for batched in order:
-                        out = run(algo, pop, batched, args.steps, Path(tmp) / str(round_), args.seed)
+                        where = Path(tmp) / str(round_)
+                        out = run(algo, pop, batched, args.steps, where, args.seed)
                         best = results.get((algo, pop, batched))
                         if best is None or out["steps_per_second"] > best["steps_per_second"]:
                             results[algo, pop, batched] = out
