@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -10,12 +10,60 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from agilerl.algorithms.core.off_policy import OffPolicyAlgorithm, batch_size_of, soft_update
+from agilerl.algorithms.core.off_policy import (
+    Batch,
+    OffPolicyAlgorithm,
+    batch_size_of,
+    soft_update,
+)
 from agilerl.arena.models.algorithms.dqn import DQNSpec
 from agilerl.networks.fastgrad import GradTape, joined_chain
 from agilerl.networks.optim import FlatAdam
 from agilerl.networks.q_networks import QNetwork
 from agilerl.networks.spaces import make_obs_converter
+
+
+def dqn_loss(
+    online: Callable[[Any], torch.Tensor],
+    target: Callable[[Any], torch.Tensor],
+    b: Batch,
+    *,
+    start: int = 0,
+    double: bool = True,
+    weights: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """DQN's objective: the (importance-weighted) mean squared TD error.
+
+    The one definition of the update, for one agent (``[B]`` rewards, ``[B, n]``
+    Q-values) and for a batched population alike (every tensor with a leading
+    member dimension, ``[N, B]`` / ``[N, B, n]``; the loss is then one value
+    per member).
+
+    Args:
+        online: Online Q-values ``Q(obs, .)`` of an observation batch.
+        target: Target-network Q-values of an observation batch.
+        b: The prepared batch (``discount`` = ``gamma ** n * (1 - done)``).
+        start: The action space's ``start`` (stored actions are env actions).
+        double: Choose the next action with the online network.
+        weights: Importance weights shaped like the rewards, or ``None``.
+
+    Returns:
+        ``(loss, td, q)``: the mean over the last batch dimension, the TD
+        errors and the Q-values of the taken actions.
+    """
+    action = b.action.reshape(*b.reward.shape, 1).long() - start
+    with torch.no_grad():
+        next_q = target(b.next_obs)
+        if double:
+            next_action = online(b.next_obs).argmax(dim=-1, keepdim=True)
+            next_value = next_q.gather(-1, next_action).squeeze(-1)
+        else:
+            next_value = next_q.max(dim=-1).values
+        target_value = b.reward + b.discount * next_value
+    q = online(b.obs).gather(-1, action).squeeze(-1)
+    td = q - target_value
+    squared = td.square() if weights is None else td.square() * weights
+    return squared.mean(dim=-1), td, q
 
 
 class DQN(OffPolicyAlgorithm):
@@ -84,13 +132,23 @@ class DQN(OffPolicyAlgorithm):
         if greedy:
             epsilon = 0.0
         if epsilon >= 1.0:
-            n = batch_size_of(obs, self.observation_space)
-            return self.rng.integers(0, self.num_actions, n) + self._start
+            return self.explore(None, epsilon, batch_size_of(obs, self.observation_space))
         if self._numpy_chain is not None and type(obs) is np.ndarray:
             action = self._numpy_chain.forward_numpy(obs).argmax(axis=-1)
         else:
             with torch.inference_mode():
                 action = self.actor.forward(self._to_tensor(obs)).argmax(dim=-1).cpu().numpy()
+        return self.explore(action, epsilon)
+
+    def explore(self, action: np.ndarray | None, epsilon: float, n: int = 0) -> np.ndarray:
+        """Epsilon-greedy env actions from the greedy ones (``argmax_a Q``, 0-based).
+
+        With ``action`` ``None`` (``epsilon >= 1``) all ``n`` actions are random.
+        A batched population acts through this too, so its members draw the same
+        random numbers as lone agents.
+        """
+        if action is None:
+            return self.rng.integers(0, self.num_actions, n) + self._start
         if epsilon > 0.0:
             explore = self.rng.random(action.shape[0]) < epsilon
             if explore.any():
@@ -129,20 +187,15 @@ class DQN(OffPolicyAlgorithm):
         """
         b = self._prepare(self._n_step_batch("DQN", batch, n_step_batch))
         w = self._weights(weights)
-        action = b.action.reshape(-1, 1).long() - self._start
         tape = GradTape()
-        with torch.no_grad():
-            next_q = self.actor_target.forward(b.next_obs, tape)
-            if self.spec.double:
-                next_action = self.actor.forward(b.next_obs, tape).argmax(dim=1, keepdim=True)
-                next_value = next_q.gather(1, next_action).squeeze(1)
-            else:
-                next_value = next_q.max(dim=1).values
-            target = b.reward + b.discount * next_value
-        q = self.actor.forward(b.obs, tape).gather(1, action).squeeze(1)
-        td = q - target
-        loss = td.square().mean() if w is None else (td.square() * w).mean()
-
+        loss, td, q = dqn_loss(
+            lambda x: self.actor.forward(x, tape),
+            lambda x: self.actor_target.forward(x, tape),
+            b,
+            start=self._start,
+            double=self.spec.double,
+            weights=w,
+        )
         loss_value, q_mean = torch.stack([loss.detach(), q.detach().mean()]).tolist()
         self._check_finite({"loss": loss_value})
         self._step(self.optimizer, tape, loss)

@@ -28,6 +28,10 @@ def _off_policy_extras(training: TrainingSpec, memory: Any, n_step_memory: Any) 
             extras[key] = getattr(training, key)
     if n_step_memory is not None:
         extras["n_step_memory"] = n_step_memory
+    batched = training.batched_population
+    if batched or (batched is None and training.pop_size > 1):
+        # Unset: batched where the population allows it; true: also say when it does not.
+        extras["batched_population"] = batched or "auto"
     return extras
 
 

@@ -18,6 +18,7 @@ RESUMABLE_FIELDS = (
     "training.target_score",
     "training.checkpoint_steps",
     "training.overwrite_checkpoints",
+    "training.batched_population",
 )
 """Manifest fields a resumed run may change."""
 

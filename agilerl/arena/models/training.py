@@ -91,6 +91,12 @@ class TrainingSpec(StrictModel):
     experience_sharing: bool | None = Field(
         None, description="Off-policy populations share one replay buffer."
     )
+    batched_population: bool | None = Field(
+        None,
+        description="Train members that share an architecture as one stacked network "
+        "(one vector env, one forward, one update for the group); null: on for populations "
+        "of more than one agent whose algorithm and memories allow it.",
+    )
     env_resource_ratio: float | None = Field(
         None, gt=0.0, le=1.0, description="Share of CPUs given to environments."
     )

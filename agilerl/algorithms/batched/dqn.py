@@ -1,0 +1,245 @@
+"""A group of same-architecture DQN agents acting and learning as one stacked network.
+
+The group holds the members' online weights as rows of one ``[N, P]`` leaf
+tensor (the layout of each member's flat Adam buffer), their target weights
+as a second ``[N, P]`` tensor, and their Adam moments in a
+:class:`~agilerl.networks.stacked.StackedAdam`. An update is one call of
+:func:`agilerl.algorithms.dqn.dqn_loss` on ``[N, B]`` batches, one backward
+and one optimizer step; each member keeps its own learning rate, betas,
+epsilon, gamma (through its batch's discounts) and tau. Exploration draws
+from each member's own generator (:meth:`DQN.explore`), so the group makes
+the same moves as its members would alone.
+
+:meth:`DQNGroup.sync` writes everything back into the member agents, which
+stay the source of truth for evaluation-free bookkeeping, evolution and
+checkpoints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from agilerl.algorithms.core.off_policy import Batch
+from agilerl.algorithms.dqn import DQN, dqn_loss
+from agilerl.networks.fastgrad import joined_chain
+from agilerl.networks.optim import FlatAdam
+from agilerl.networks.q_networks import QNetwork
+from agilerl.networks.stacked import (
+    StackedAdam,
+    StackedChain,
+    StackedTape,
+    chain_layout,
+    flat_of,
+)
+
+__all__ = ["DQNGroup", "dqn_group_key"]
+
+
+def dqn_group_key(agent: Any) -> tuple | None:
+    """What members must share to stack (``None``: the agent cannot be stacked).
+
+    A plain :class:`DQN` whose Q network is an MLP chain over a flat ``Box``
+    observation, optimised by :class:`FlatAdam`.
+    """
+    if type(agent) is not DQN or not isinstance(agent.actor, QNetwork):
+        return None
+    space = agent.observation_space
+    if not isinstance(space, spaces.Box) or len(space.shape) != 1:
+        return None
+    if not isinstance(agent.optimizer, FlatAdam):
+        return None
+    chain = joined_chain(agent.actor.encoder, agent.actor.head)
+    if chain is None:
+        return None
+    agent.optimizer._relink_data()
+    layout = chain_layout(chain, agent.optimizer.flat)
+    if layout is None or agent.optimizer.flat.numel() != sum(
+        p.numel() for p in agent._target_params
+    ):
+        return None
+    return (
+        "DQN",
+        layout,
+        bool(agent.spec.double),
+        agent._start,
+        str(agent.device),
+        agent.optimizer.flat.dtype,
+    )
+
+
+class DQNGroup:
+    """Members of one :func:`dqn_group_key`, stacked.
+
+    Args:
+        members: The agents (same key).
+        slots: Their population slots.
+
+    Attributes:
+        stacked_batches: :meth:`learn` also takes one member-major batch.
+    """
+
+    stacked_batches = True
+
+    def __init__(self, members: Sequence[DQN], slots: Sequence[int]) -> None:
+        self.members = list(members)
+        self.slots = list(slots)
+        first = self.members[0]
+        self.device = first.device
+        layout = chain_layout(
+            joined_chain(first.actor.encoder, first.actor.head), first.optimizer.flat
+        )
+        self.net = StackedChain(layout)
+        with torch.no_grad():
+            self.params = torch.stack([m.optimizer.flat for m in self.members])
+            self.target = torch.stack([flat_of(m._target_params) for m in self.members])
+        self.grad = torch.zeros_like(self.params)
+        self.optimizer = StackedAdam.of([m.optimizer for m in self.members], self.params)
+        self._views = self.net.views(self.params)
+        self._target_views = self.net.views(self.target)
+        self._grad_views = self.net.views(self.grad)
+        self._numpy_views = None
+        if self.params.device.type == "cpu" and self.params.dtype == torch.float32:
+            self._numpy_views = self.net.views(self.params.numpy())
+        column = {"dtype": self.params.dtype, "device": self.device}
+        self._gamma = torch.tensor([[float(m.spec.gamma)] for m in self.members], **column)
+        self._tau = [float(m.spec.tau) for m in self.members]
+        self._tau_column = torch.tensor([[min(t, 1.0)] for t in self._tau], **column)
+        self._double = bool(first.spec.double)
+        self._start = first._start
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    # --- acting -----------------------------------------------------------------------
+    def q_values(self, obs: np.ndarray) -> np.ndarray:
+        """``Q`` of every member on its own observations, ``[N, E, obs] -> [N, E, n]``."""
+        if self._numpy_views is not None:
+            return self.net.forward_numpy(self._numpy_views, np.asarray(obs))
+        x = torch.as_tensor(obs, dtype=self.params.dtype, device=self.device)
+        return self.net.forward(self._views, x).cpu().numpy()
+
+    def act(self, obs: np.ndarray, epsilons: Sequence[float], greedy: bool = False) -> list:
+        """Each member's env actions for its ``obs[i]`` (``[N, E, obs]``), epsilon-greedy."""
+        eps = [0.0 if greedy else float(e) for e in epsilons]
+        greedy_actions = None
+        if any(e < 1.0 for e in eps):
+            greedy_actions = self.q_values(obs).argmax(axis=-1)
+        n = obs.shape[1]
+        return [
+            m.explore(None if e >= 1.0 else greedy_actions[i], e, n)
+            for i, (m, e) in enumerate(zip(self.members, eps, strict=True))
+        ]
+
+    # --- learning ---------------------------------------------------------------------
+    def _batch(
+        self, rows: list[int], batches: Sequence[Mapping[str, Any]] | Mapping[str, Any]
+    ) -> Batch:
+        """The members' batches stacked ``[n, B, ...]``, with :meth:`DQN._prepare`'s discounts."""
+        n = len(rows)
+        if isinstance(batches, Mapping):  # already one batch of n * B rows, member-major
+
+            def stack(key: str) -> torch.Tensor:
+                value = torch.as_tensor(batches[key], device=self.device)
+                return value.reshape(n, -1, *value.shape[1:])
+
+            first: Mapping[str, Any] = batches
+        else:
+
+            def stack(key: str) -> torch.Tensor:
+                return torch.stack([torch.as_tensor(b[key], device=self.device) for b in batches])
+
+            first = batches[0]
+
+        dtype = self.params.dtype
+        reward = stack("reward").reshape(n, -1).float()
+        done = stack("done").reshape(n, -1).float()
+        gamma = self._gamma if n == len(self.members) else self._gamma[rows]
+        if first.get("n_steps") is None:
+            discount = (1.0 - done).mul_(gamma)
+        else:
+            discount = torch.pow(gamma, stack("n_steps").reshape(n, -1).float()).mul_(1.0 - done)
+        return Batch(
+            stack("obs").to(dtype), stack("action"), reward, stack("next_obs").to(dtype), discount
+        )
+
+    def learn(
+        self, rows: Sequence[int], batches: Sequence[Mapping[str, Any]] | Mapping[str, Any]
+    ) -> list[dict]:
+        """One update of the members at ``rows`` (group positions), one batch each.
+
+        The batches must have one size; ``batches`` may also be one batch of
+        ``len(rows) * B`` transitions, member-major (see :attr:`stacked_batches`).
+        Returns each member's ``loss`` and ``q_mean``.
+
+        Raises:
+            FloatingPointError: If a member's loss is not finite (no step is taken).
+        """
+        rows = list(rows)
+        b = self._batch(rows, batches)
+        every = len(rows) == len(self.members)
+        if every:
+            views, target, grad, grads = (
+                self._views,
+                self._target_views,
+                self.grad,
+                self._grad_views,
+            )
+            grad.zero_()
+        else:
+            index = torch.as_tensor(rows, device=self.device)
+            views = self.net.views(self.params[index])
+            target = self.net.views(self.target[index])
+            grad = self.params.new_zeros((len(rows), self.params.shape[1]))
+            grads = self.net.views(grad)
+        tape = StackedTape(self.net)
+        loss, _td, q = dqn_loss(
+            lambda x: tape(views, x),
+            lambda x: tape(target, x),
+            b,
+            start=self._start,
+            double=self._double,
+        )
+        values = torch.stack([loss.detach(), q.detach().mean(dim=-1)]).tolist()
+        for r, value in zip(rows, values[0], strict=True):
+            self.members[r]._check_finite({"loss": value})
+        tape.backward(loss.sum(), grads)
+        self.optimizer.step(grad, None if every else rows)
+        self._soft_update(rows, every)
+        stats = []
+        for r, loss_value, q_mean in zip(rows, values[0], values[1], strict=True):
+            self.members[r].num_updates += 1
+            stats.append({"loss": loss_value, "q_mean": q_mean})
+        return stats
+
+    @torch.no_grad()
+    def _soft_update(self, rows: list[int], every: bool) -> None:
+        taus = [self._tau[r] for r in rows]
+        if all(t <= 0.0 for t in taus):
+            return
+        if every:
+            if all(t >= 1.0 for t in taus):
+                self.target.copy_(self.params)
+            else:
+                self.target.lerp_(self.params, self._tau_column)
+            return
+        index = torch.as_tensor(rows, device=self.device)
+        target = self.target[index]
+        target.lerp_(self.params[index], self._tau_column[index])
+        self.target.index_copy_(0, index, target)
+
+    # --- members ----------------------------------------------------------------------
+    @torch.no_grad()
+    def sync(self) -> None:
+        """Write the stacked weights, targets and Adam state back into the member agents."""
+        self.optimizer.write_back([m.optimizer for m in self.members])
+        for i, member in enumerate(self.members):
+            offset = 0
+            for p in member._target_params:
+                n = p.numel()
+                p.copy_(self.target[i, offset : offset + n].view_as(p))
+                offset += n

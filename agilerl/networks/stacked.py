@@ -1,0 +1,362 @@
+"""Many same-shaped MLP chains trained as one: stacked weights, batched matmuls, one Adam.
+
+A population whose members share an architecture keeps each member's
+parameters as one row of a ``[N, P]`` tensor, laid out exactly like the
+member's :class:`~agilerl.networks.optim.FlatAdam` buffer. A forward pass
+of all members is one ``baddbmm`` per layer on ``[N, B, width]`` inputs, one
+``backward`` gives every member's gradient (each row only reaches its own
+member's loss), and :class:`StackedAdam` steps every row with that member's
+own learning rate, betas, epsilon and step count (Adam is elementwise).
+
+:func:`chain_layout` reads where each layer's weight and bias sit in a
+member's flat buffer; :class:`StackedChain` runs a layout over a stacked
+parameter tensor.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from agilerl.networks.fastgrad import MLPChain
+from agilerl.networks.optim import FlatAdam
+
+__all__ = [
+    "LayerSlot",
+    "LayerViews",
+    "StackedAdam",
+    "StackedChain",
+    "StackedTape",
+    "chain_layout",
+    "flat_of",
+]
+
+
+class LayerSlot(NamedTuple):
+    """Where one ``Linear -> LayerNorm? -> activation`` layer lives in a flat row.
+
+    Attributes:
+        weight: ``(offset, out, in)`` of the weight.
+        bias: ``(offset, out)`` of the bias.
+        act: ``None``, ``"ReLU"`` or ``"Tanh"``.
+        norm: ``(weight offset, bias offset, eps)`` of a LayerNorm, else ``None``.
+    """
+
+    weight: tuple[int, int, int]
+    bias: tuple[int, int]
+    act: str | None
+    norm: tuple[int, int, float] | None
+
+
+def _offset(tensor: torch.Tensor, flat: torch.Tensor) -> int:
+    start = (tensor.data_ptr() - flat.data_ptr()) // flat.element_size()
+    if not 0 <= start <= flat.numel() - tensor.numel() or not tensor.is_contiguous():
+        raise ValueError("a chain parameter does not live in the given flat buffer")
+    return int(start)
+
+
+def chain_layout(chain: MLPChain, flat: torch.Tensor) -> tuple[LayerSlot, ...] | None:
+    """The layout of ``chain``'s parameters inside ``flat`` (``None`` if noisy or elsewhere).
+
+    Args:
+        chain: The member's chain (e.g. encoder and head joined).
+        flat: The flat buffer its parameters are views of.
+    """
+    slots = []
+    try:
+        for w, b, act, noise, norm in chain.layers:
+            if noise is not None:
+                return None
+            norm_slot = None
+            if norm is not None:
+                if norm.weight is None or norm.bias is None:
+                    return None
+                norm_slot = (_offset(norm.weight, flat), _offset(norm.bias, flat), float(norm.eps))
+            slots.append(
+                LayerSlot(
+                    (_offset(w, flat), int(w.shape[0]), int(w.shape[1])),
+                    (_offset(b, flat), int(b.shape[0])),
+                    act,
+                    norm_slot,
+                )
+            )
+    except ValueError:
+        return None
+    return tuple(slots)
+
+
+def flat_of(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The tensors flattened and concatenated (a target network's row)."""
+    return torch.cat([t.detach().reshape(-1) for t in tensors])
+
+
+_threshold_backward = torch.ops.aten.threshold_backward
+_tanh_backward = torch.ops.aten.tanh_backward
+_layer_norm = torch.ops.aten.native_layer_norm
+_layer_norm_backward = torch.ops.aten.native_layer_norm_backward
+
+
+class LayerViews(NamedTuple):
+    """One layer's parameters as views of a stacked ``[N, P]`` tensor.
+
+    Attributes:
+        weight: ``[N, out, in]``.
+        bias: ``[N, out]``.
+        norm_weight: ``[N, out]`` LayerNorm scale, else ``None``.
+        norm_bias: ``[N, out]`` LayerNorm shift, else ``None``.
+        weight_t: ``weight`` transposed, ``[N, in, out]`` (what a forward pass multiplies by).
+        bias_row: ``bias`` as ``[N, 1, out]`` (broadcast over the batch).
+    """
+
+    weight: Any
+    bias: Any
+    norm_weight: Any
+    norm_bias: Any
+    weight_t: Any
+    bias_row: Any
+
+
+class StackedChain:
+    """Runs a :func:`chain_layout` over stacked parameters ``[N, P]``, with a hand-written backward.
+
+    Like :class:`~agilerl.networks.fastgrad.MLPChain`, the forward pass records
+    no autograd graph; :meth:`backward` adds each member's parameter gradients
+    straight into its row of a ``[N, P]`` gradient buffer. Both take the
+    per-layer views of :meth:`views` (cheap to keep for long-lived tensors).
+
+    Args:
+        layout: The layers' slots (the same for every member).
+    """
+
+    def __init__(self, layout: Sequence[LayerSlot]) -> None:
+        self.layout = tuple(layout)
+
+    def views(self, params: Any) -> list[LayerViews]:
+        """Per-layer views of ``params`` (a ``[N, P]`` tensor or numpy array)."""
+        n = params.shape[0]
+        out_views = []
+        for (wo, out, inp), (bo, _), _act, norm in self.layout:
+            weight = params[:, wo : wo + out * inp].reshape(n, out, inp)
+            bias = params[:, bo : bo + out]
+            norm_w = norm_b = None
+            if norm is not None:
+                norm_w = params[:, norm[0] : norm[0] + out]
+                norm_b = params[:, norm[1] : norm[1] + out]
+            weight_t = weight.transpose(0, 2, 1) if isinstance(weight, np.ndarray) else weight.mT
+            bias_row = bias[:, None, :]
+            out_views.append(LayerViews(weight, bias, norm_w, norm_b, weight_t, bias_row))
+        return out_views
+
+    @torch.no_grad()
+    def forward(
+        self, views: Sequence[LayerViews], x: torch.Tensor, saved: list[tuple] | None = None
+    ) -> torch.Tensor:
+        """``[N, B, in] -> [N, B, out]``: member ``i``'s chain on ``x[i]``.
+
+        With ``saved``, what :meth:`backward` needs is appended to it.
+        """
+        for (_w, (_bo, out), act, norm), layer in zip(self.layout, views, strict=True):
+            h = torch.baddbmm(layer.bias_row, x, layer.weight_t)
+            stats = None
+            if norm is not None:
+                normed, mean, rstd = _layer_norm(h, (out,), None, None, norm[2])
+                stats = (h, normed, mean, rstd)
+                h = torch.addcmul(
+                    layer.norm_bias.unsqueeze(1), normed, layer.norm_weight.unsqueeze(1)
+                )
+            if act == "ReLU":
+                h = h.relu_()
+            elif act == "Tanh":
+                h = h.tanh_()
+            if saved is not None:
+                saved.append((x, stats))
+            x = h
+        return x
+
+    def forward_numpy(self, views: Sequence[LayerViews], x: np.ndarray) -> np.ndarray:
+        """:meth:`forward` in numpy, on views of a CPU ``float32`` numpy array (acting)."""
+        if x.dtype != np.float32:
+            x = x.astype(np.float32)
+        for (_w, _b, act, norm), layer in zip(self.layout, views, strict=True):
+            x = np.matmul(x, layer.weight_t)
+            x += layer.bias_row
+            if norm is not None:
+                mean = x.mean(axis=-1, keepdims=True)
+                var = x.var(axis=-1, keepdims=True)
+                x = (x - mean) / np.sqrt(var + norm[2])
+                x = x * layer.norm_weight[:, None, :] + layer.norm_bias[:, None, :]
+            if act == "ReLU":
+                np.maximum(x, 0.0, out=x)
+            elif act == "Tanh":
+                np.tanh(x, out=x)
+        return x
+
+    @torch.no_grad()
+    def backward(
+        self,
+        grad: torch.Tensor,
+        views: Sequence[LayerViews],
+        saved: Sequence[tuple],
+        output: torch.Tensor,
+        grads: Sequence[LayerViews],
+    ) -> None:
+        """Back-propagate ``grad`` (d loss / d output), adding into the gradient views ``grads``."""
+        last = len(self.layout) - 1
+        for i in range(last, -1, -1):
+            _w, _b, act, norm = self.layout[i]
+            layer, layer_grad = views[i], grads[i]
+            x, stats = saved[i]
+            h = output if i == last else saved[i + 1][0]
+            if act == "ReLU":
+                grad = _threshold_backward(grad, h, 0.0)
+            elif act == "Tanh":
+                grad = _tanh_backward(grad, h)
+            if norm is not None:
+                pre, normed, mean, rstd = stats
+                layer_grad.norm_weight.add_((grad * normed).sum(1))
+                layer_grad.norm_bias.add_(grad.sum(1))
+                grad = grad * layer.norm_weight.unsqueeze(1)
+                grad = _layer_norm_backward(
+                    grad, pre, (pre.shape[-1],), mean, rstd, None, None, [True, False, False]
+                )[0]
+            layer_grad.weight.baddbmm_(grad.transpose(1, 2), x)
+            layer_grad.bias.add_(grad.sum(1))
+            if i > 0:
+                grad = torch.bmm(grad, layer.weight)
+
+
+class StackedTape:
+    """Runs a :class:`StackedChain` inside a loss; :meth:`backward` fills gradient views.
+
+    Calls made with autograd enabled are recorded (their output is a fresh
+    leaf); calls under ``torch.no_grad()`` (targets) are plain forwards.
+
+    Args:
+        chain: The stacked chain.
+    """
+
+    def __init__(self, chain: StackedChain) -> None:
+        self.chain = chain
+        self._records: list[tuple[Sequence[LayerViews], list[tuple], torch.Tensor]] = []
+
+    def __call__(self, views: Sequence[LayerViews], x: torch.Tensor) -> torch.Tensor:
+        """The chain's output on ``x`` with the parameters ``views``."""
+        if not torch.is_grad_enabled():
+            return self.chain.forward(views, x)
+        saved: list[tuple] = []
+        out = self.chain.forward(views, x, saved)
+        out.requires_grad_(True)
+        self._records.append((views, saved, out))
+        return out
+
+    def backward(self, loss: torch.Tensor, grads: Sequence[LayerViews]) -> None:
+        """Gradients of the scalar ``loss`` w.r.t. the recorded parameters, added to ``grads``."""
+        records, self._records = self._records, []
+        loss.backward()
+        for views, saved, out in reversed(records):
+            if out.grad is not None:
+                self.chain.backward(out.grad, views, saved, out, grads)
+
+
+class StackedAdam:
+    """Adam over stacked rows, each with its own hyperparameters and step count.
+
+    The maths of :class:`~agilerl.networks.optim.FlatAdam`, row by row.
+
+    Args:
+        params: ``[N, P]`` parameters.
+        exp_avg: ``[N, P]`` first moments.
+        exp_avg_sq: ``[N, P]`` second moments.
+        steps: Steps taken by each row's optimizer so far.
+        lrs: Learning rate of each row.
+        betas: ``(beta1, beta2)`` of each row.
+        eps: Epsilon of each row.
+    """
+
+    def __init__(
+        self,
+        params: torch.Tensor,
+        exp_avg: torch.Tensor,
+        exp_avg_sq: torch.Tensor,
+        steps: Sequence[int],
+        lrs: Sequence[float],
+        betas: Sequence[tuple[float, float]],
+        eps: Sequence[float],
+    ) -> None:
+        self.params = params
+        self.exp_avg = exp_avg
+        self.exp_avg_sq = exp_avg_sq
+        self.steps = [int(s) for s in steps]
+        self.lrs = [float(lr) for lr in lrs]
+        self.betas = [(float(b1), float(b2)) for b1, b2 in betas]
+        self.eps = [float(e) for e in eps]
+        column = {"dtype": params.dtype, "device": params.device}
+        self._one_minus_b1 = torch.tensor([[1.0 - b1] for b1, _ in self.betas], **column)
+        self._one_minus_b2 = torch.tensor([[1.0 - b2] for _, b2 in self.betas], **column)
+        self._eps = torch.tensor([[e] for e in self.eps], **column)
+
+    @classmethod
+    def of(cls, optimizers: Sequence[FlatAdam], params: torch.Tensor) -> StackedAdam:
+        """Stack the members' :class:`FlatAdam` states (copies) for ``params``."""
+        groups = [opt.param_groups[0] for opt in optimizers]
+        return cls(
+            params,
+            torch.stack([opt.exp_avg for opt in optimizers]),
+            torch.stack([opt.exp_avg_sq for opt in optimizers]),
+            [opt.step_count for opt in optimizers],
+            [g["lr"] for g in groups],
+            [g["betas"] for g in groups],
+            [g["eps"] for g in groups],
+        )
+
+    def write_back(self, optimizers: Sequence[FlatAdam]) -> None:
+        """Copy every row's parameters and moments into its member's :class:`FlatAdam`."""
+        with torch.no_grad():
+            for i, opt in enumerate(optimizers):
+                opt.flat.copy_(self.params[i])
+                opt.exp_avg.copy_(self.exp_avg[i])
+                opt.exp_avg_sq.copy_(self.exp_avg_sq[i])
+                opt.step_count = self.steps[i]
+
+    @torch.no_grad()
+    def step(self, grad: torch.Tensor, rows: Sequence[int] | None = None) -> None:
+        """One Adam update of ``rows`` (all rows by default) from ``grad`` (``[len(rows), P]``)."""
+        if rows is None or len(rows) == len(self.steps):
+            self._step(range(len(self.steps)), self.params, self.exp_avg, self.exp_avg_sq, grad)
+            return
+        index = torch.as_tensor(list(rows), device=self.params.device)
+        params, m, v = self.params[index], self.exp_avg[index], self.exp_avg_sq[index]
+        self._step(rows, params, m, v, grad, index)
+        self.params.index_copy_(0, index, params)
+        self.exp_avg.index_copy_(0, index, m)
+        self.exp_avg_sq.index_copy_(0, index, v)
+
+    def _step(
+        self,
+        rows: Sequence[int],
+        params: torch.Tensor,
+        exp_avg: torch.Tensor,
+        exp_avg_sq: torch.Tensor,
+        grad: torch.Tensor,
+        index: torch.Tensor | None = None,
+    ) -> None:
+        def column(values: torch.Tensor) -> torch.Tensor:
+            return values if index is None else values[index]
+
+        corrections = []
+        for i in rows:
+            self.steps[i] += 1
+            beta1, beta2 = self.betas[i]
+            step = self.steps[i]
+            corrections.append(
+                [-self.lrs[i] / (1.0 - beta1**step), 1.0 / math.sqrt(1.0 - beta2**step)]
+            )
+        scale = torch.tensor(corrections, dtype=params.dtype, device=params.device)
+        exp_avg.lerp_(grad, column(self._one_minus_b1))
+        exp_avg_sq.lerp_(grad.square(), column(self._one_minus_b2))
+        denom = torch.addcmul(column(self._eps), exp_avg_sq.sqrt(), scale[:, 1:])
+        params.addcmul_(exp_avg / denom, scale[:, :1])

@@ -1,0 +1,85 @@
+"""Greedy evaluation of a whole population in one vector env, with one forward per step.
+
+Each member plays ``copies`` sub-envs seeded exactly like the shared
+evaluation env of :class:`~agilerl.training.evaluation.PopulationEnvs`, and its
+fitness is computed as :meth:`EvolvableAlgorithm.test` computes it: the
+first ``loop`` episodes of every sub-env (a sub-env that finished none adds
+its partial return), stepping until every sub-env has finished ``loop``
+episodes or ``max_steps`` vector steps have passed. Members that finish early
+keep stepping (their extra episodes are ignored) until the last one is done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from agilerl.training.evaluation import episode_stats
+from agilerl.training.population_env import PopulationVectorEnv
+
+__all__ = ["evaluate_population", "group_actions"]
+
+
+def group_actions(
+    groups: Sequence[Any], obs: np.ndarray, epsilons: Sequence[float], greedy: bool = False
+) -> list[np.ndarray]:
+    """Every member's env actions for its block of ``obs`` (``[members, envs, ...]``)."""
+    actions: list[Any] = [None] * obs.shape[0]
+    for group in groups:
+        slots = group.slots
+        acts = group.act(obs[slots], [epsilons[s] for s in slots], greedy=greedy)
+        for slot, action in zip(slots, acts, strict=True):
+            actions[slot] = action
+    return actions
+
+
+def evaluate_population(
+    groups: Sequence[Any],
+    population: Sequence[Any],
+    env: PopulationVectorEnv,
+    *,
+    seed: int,
+    loop: int,
+    max_steps: int | None,
+) -> tuple[list[float], list[dict[str, float | int]]]:
+    """Greedy mean return of every member (appended to its ``fitness``) and its episode stats.
+
+    Args:
+        groups: The population's groups (:func:`agilerl.algorithms.batched.make_groups`).
+        population: The members, by slot.
+        env: ``members x copies`` evaluation sub-envs.
+        seed: The evaluation seed (the same for every member).
+        loop: Episodes per sub-env.
+        max_steps: Cap on vector steps.
+    """
+    members, copies = env.members, env.num_envs
+    obs = env.reset([seed] * members)
+    running = np.zeros((members, copies), dtype=np.float64)
+    finished: list[list[list[float]]] = [[[] for _ in range(copies)] for _ in range(members)]
+    remaining = members * copies
+    zeros = [0.0] * members
+    step = 0
+    while remaining > 0 and (max_steps is None or step < max_steps):
+        obs, _real, reward, terminated, truncated = env.step(
+            group_actions(groups, obs, zeros, greedy=True)
+        )
+        running += reward
+        step += 1
+        for i, j in np.argwhere(np.logical_or(terminated, truncated)):
+            episodes = finished[i][j]
+            if len(episodes) < loop:
+                episodes.append(float(running[i, j]))
+                if len(episodes) == loop:
+                    remaining -= 1
+            running[i, j] = 0.0
+    fitness, stats = [], []
+    for i, agent in enumerate(population):
+        returns = [r for env_returns in finished[i] for r in env_returns]
+        returns += [float(running[i, j]) for j in range(copies) if not finished[i][j]]
+        score = float(np.mean(returns)) if returns else 0.0
+        agent.fitness.append(score)
+        fitness.append(score)
+        stats.append(episode_stats(returns))
+    return fitness, stats

@@ -1,0 +1,248 @@
+"""A batched population learns what its members learn one after another."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from agilerl.algorithms.dqn import DQN
+from agilerl.arena.models.algorithms.dqn import DQNSpec
+from agilerl.arena.models.env import GymEnvSpec
+from agilerl.arena.models.training import ReplayBufferSpec
+from agilerl.envs.gym import make_vector_env
+from agilerl.models.training import init_buffer
+from agilerl.training.run_context import RunContext
+from agilerl.training.train_off_policy import train_off_policy
+
+NET = {
+    "latent_dim": 16,
+    "encoder_config": {"arch": "mlp", "hidden_size": [16]},
+    "head_config": {"hidden_size": [16]},
+}
+HPS = [
+    {"lr": 2e-3, "gamma": 0.99, "tau": 0.05, "batch_size": 16, "learn_step": 2},
+    {"lr": 5e-4, "gamma": 0.95, "tau": 0.2, "batch_size": 16, "learn_step": 1},
+    {"lr": 1e-3, "gamma": 0.98, "tau": 1.0, "batch_size": 8, "learn_step": 2},
+]
+
+
+def _run(batched: bool, num_envs: int = 2) -> list[DQN]:
+    torch.manual_seed(0)
+    env_spec = GymEnvSpec(name="CartPole-v1", num_envs=num_envs)
+
+    def factory(seed: int | None = None, num_envs: int | None = None) -> object:
+        return make_vector_env(env_spec, num_envs, seed=seed)
+
+    env = factory(seed=0)
+    probe = env.single_observation_space, env.single_action_space
+    # Member 3's GELU head is no plain chain: it learns on its own beside the stacked group.
+    gelu = {**NET, "head_config": {"hidden_size": [16], "activation": "GELU"}}
+    population = [
+        DQN(DQNSpec.model_validate({"net_config": net, **hp}), *probe, index=i)
+        for i, (hp, net) in enumerate(zip([*HPS, HPS[0]], [NET, NET, NET, gelu], strict=True))
+    ]
+    memories = [
+        init_buffer(
+            ReplayBufferSpec(max_size=5000),
+            population[0].spec,
+            "cpu",
+            seed=500 + i,
+            observation_space=probe[0],
+            action_space=probe[1],
+        )
+        for i in range(len(population))
+    ]
+    result = train_off_policy(
+        population,
+        env,
+        memory=memories,
+        max_steps=300,
+        evo_steps=150,
+        eval_loop=2,
+        eval_steps=100,
+        learning_delay=50,
+        eps_decay=0.995,
+        env_factory=factory,
+        run=RunContext.ephemeral(),
+        batched_population=batched,
+    )
+    env.close()
+    return result.population
+
+
+def _assert_same(batched: list[DQN], sequential: list[DQN]) -> None:
+    for b, s in zip(batched, sequential, strict=True):
+        assert b.steps == s.steps and b.num_updates == s.num_updates > 50
+        assert b.optimizer.step_count == s.optimizer.step_count
+        assert b.scores == s.scores
+        assert b.fitness == pytest.approx(s.fitness)
+        for name in ("actor", "actor_target"):
+            for x, y in zip(
+                getattr(b, name).parameters(), getattr(s, name).parameters(), strict=True
+            ):
+                torch.testing.assert_close(x, y, rtol=1e-3, atol=1e-5)
+
+
+def test_batched_dqn_population_matches_sequential_members() -> None:
+    from agilerl.algorithms.batched import DQNGroup, LoneGroup, make_groups
+
+    torch.set_num_threads(1)
+    batched, sequential = _run(True), _run(False)
+    assert [type(g) for g in make_groups(batched)] == [DQNGroup, LoneGroup]
+    _assert_same(batched, sequential)
+    assert not math.isclose(batched[0].fitness[-1], 0.0)
+    np.testing.assert_raises(
+        AssertionError,
+        torch.testing.assert_close,
+        batched[0].actor.head.linears[-1].weight,
+        batched[1].actor.head.linears[-1].weight,
+    )
+
+
+DQN_EVO = {
+    "algorithm": {"name": "DQN", "lr": 2e-3, "batch_size": 32, "learn_step": 2, "tau": 0.05},
+    "environment": {"name": "CartPole-v1", "num_envs": 2},
+    "network": {
+        "latent_dim": 32,
+        "encoder_config": {"arch": "mlp", "hidden_size": [32]},
+        "head_config": {"hidden_size": [32]},
+    },
+    "replay_buffer": {"max_size": 10_000, "store_in_checkpoint": True},
+    "training": {
+        "max_steps": 1800,
+        "evo_steps": 600,
+        "pop_size": 3,
+        "hpo": True,
+        "eval_loop": 2,
+        "eval_steps": 200,
+        "learning_delay": 200,
+        "eps_decay": 0.995,
+        "experience_sharing": False,
+    },
+    "mutation": {
+        "probabilities": {
+            "no_mut": 0.1,
+            "arch_mut": 0.3,
+            "new_layer": 0.5,
+            "params_mut": 0.2,
+            "act_mut": 0.0,
+            "rl_hp_mut": 0.4,
+        },
+        "rand_seed": 5,
+    },
+    "tournament_selection": {"tournament_size": 2, "elitism": True},
+}
+
+
+def _train(run_dir: Path, batched: bool, stop_after: int | None = None, resume: bool = False):
+    from agilerl.arena.models import TrainingManifest
+    from agilerl.trainer import LocalTrainer
+    from agilerl.training.population_loop import PopulationLoop
+
+    data = {**DQN_EVO, "training": {**DQN_EVO["training"], "batched_population": batched}}
+    trainer = LocalTrainer.from_manifest(
+        TrainingManifest.from_dict(data),
+        run_dir=run_dir,
+        seed=3,
+        resume=resume,
+        verbose=False,
+        logger={"tensorboard": False},
+    )
+    if stop_after is None:
+        return trainer.train()
+    original = PopulationLoop.end_generation
+
+    def stop(self: PopulationLoop, fitness: list, details: list) -> None:
+        original(self, fitness, details)
+        if self.generation == stop_after:
+            self.run.stop_requested = "test"
+
+    PopulationLoop.end_generation = stop
+    try:
+        return trainer.train()
+    finally:
+        PopulationLoop.end_generation = original
+
+
+def _rows(run: Path, name: str, columns: tuple[str, ...]) -> list[tuple]:
+    return [tuple(r[c] for c in columns) for r in csv.DictReader((run / name).open())]
+
+
+def _final_states(run: Path) -> list[dict]:
+    latest = run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip()
+    return [torch.load(p, weights_only=True) for p in sorted(latest.glob("agent_*.pt"))]
+
+
+def _assert_same_runs(run: Path, expected: Path) -> None:
+    columns = ("generation", "index", "parent", "mutation", "detail")
+    assert _rows(run, "hpo.csv", columns) == _rows(expected, "hpo.csv", columns)
+    metrics = ("step", "generation", "agent", "hp_lr", "hp_batch_size", "hp_gamma")
+    assert _rows(run, "metrics.csv", metrics) == _rows(expected, "metrics.csv", metrics)
+    for column in ("fitness", "loss"):
+        got = [float(r[0]) for r in _rows(run, "metrics.csv", (column,))]
+        want = [float(r[0]) for r in _rows(expected, "metrics.csv", (column,))]
+        assert got == pytest.approx(want, rel=1e-3), column
+    for a, b in zip(_final_states(expected), _final_states(run), strict=True):
+        assert (a["index"], a["steps"], a["num_updates"]) == (
+            b["index"],
+            b["steps"],
+            b["num_updates"],
+        )
+        assert a["spec"] == b["spec"]
+        assert (
+            a["optimizers"]["optimizer"]["state"]["step"]
+            == b["optimizers"]["optimizer"]["state"]["step"]
+        )
+        for name, net in a["networks"].items():
+            for key, tensor in net.items():
+                torch.testing.assert_close(b["networks"][name][key], tensor, rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_batched_hpo_run_matches_sequential_and_resumes_across_modes(tmp_path: Path) -> None:
+    """Evolution (clones, architecture and hyperparameter mutations) between batched
+    generations gives the sequential run; a batched checkpoint resumes sequentially and back."""
+    torch.set_num_threads(1)
+    _train(tmp_path / "batched", True)
+    _train(tmp_path / "sequential", False)
+    lineage = _rows(tmp_path / "sequential", "hpo.csv", ("mutation",))
+    assert any(r[0] not in ("None", "") for r in lineage), "no mutation happened"
+    _assert_same_runs(tmp_path / "batched", tmp_path / "sequential")
+    # An off-policy resume restarts the envs' episodes, so compare resumed runs with each other.
+    for run, modes in (("mixed", (True, False, True)), ("plain", (False, False, False))):
+        _train(tmp_path / run, modes[0], stop_after=1)
+        _train(tmp_path / run, modes[1], stop_after=2, resume=True)
+        _train(tmp_path / run, modes[2], resume=True)
+    _assert_same_runs(tmp_path / "mixed", tmp_path / "plain")
+
+
+def test_batched_population_with_a_shared_memory_fills_it_together() -> None:
+    torch.set_num_threads(1)
+    env_spec = GymEnvSpec(name="CartPole-v1", num_envs=2)
+
+    def factory(seed: int | None = None, num_envs: int | None = None) -> object:
+        return make_vector_env(env_spec, num_envs, seed=seed)
+
+    env = factory(seed=0)
+    probe = env.single_observation_space, env.single_action_space
+    population = [
+        DQN(DQNSpec.model_validate({"net_config": NET, **hp}), *probe, index=i)
+        for i, hp in enumerate(HPS)
+    ]
+    memory = init_buffer(
+        ReplayBufferSpec(max_size=5000), population[0].spec, "cpu", seed=1,
+        observation_space=probe[0], action_space=probe[1],
+    )  # fmt: skip
+    result = train_off_policy(
+        population, env, memory=memory, max_steps=400, evo_steps=400, eval_loop=1,
+        eval_steps=100, learning_delay=100, env_factory=factory, batched_population=True,
+    )  # fmt: skip
+    env.close()
+    assert len(memory) == 3 * 400
+    assert all(agent.num_updates > 50 and agent.steps == 400 for agent in result.population)
+    assert all(math.isfinite(f) for f in result.fitnesses)
