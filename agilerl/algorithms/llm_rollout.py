@@ -330,8 +330,12 @@ class LLMPPO(RolloutLLMAlgorithm):
             advantages.append(full_adv)
             returns.append(full_ret)
         if spec.whiten_advantages:
-            flat = torch.cat([a[torch.tensor(s.action_mask[1:], dtype=torch.bool)]
-                              for a, s in zip(advantages, rows, strict=True)])
+            flat = torch.cat(
+                [
+                    a[torch.tensor(s.action_mask[1:], dtype=torch.bool)]
+                    for a, s in zip(advantages, rows, strict=True)
+                ]
+            )
             if flat.numel() > 1:
                 mean, std = flat.mean(), flat.std() + 1e-8
                 advantages = [(a - mean) / std for a in advantages]

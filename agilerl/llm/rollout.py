@@ -73,9 +73,7 @@ def collect(
     samples = []
     for i, episode in enumerate(episodes):
         ids = env.encode(episode.first_messages())
-        samples.append(
-            Sample(ids, [0] * len(ids), [0.0] * len(ids), 0.0, i // group_size, text="")
-        )
+        samples.append(Sample(ids, [0] * len(ids), [0.0] * len(ids), 0.0, i // group_size, text=""))
     live = list(range(len(episodes)))
     for turn in range(env.max_turns):
         if not live:

@@ -194,7 +194,9 @@ def load_rollout_env(
         max_reward=max_reward,
         name=env_spec.name,
     )
-    fits = [r for r in env.train if len(env.encode(make_episode(r).first_messages())) < max_model_len]
+    fits = [
+        r for r in env.train if len(env.encode(make_episode(r).first_messages())) < max_model_len
+    ]
     if not fits:
         raise ConfigError(
             [Problem("network.max_context_length", "every training prompt is too long")]
