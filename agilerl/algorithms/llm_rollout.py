@@ -27,8 +27,7 @@ from typing import Any, ClassVar
 import torch
 
 from agilerl.algorithms.llm_dataset import DatasetLLMAlgorithm
-from agilerl.arena.models.algorithms import GRPOSpec, LLMAlgorithmSpec, LLMPPOSpec
-from agilerl.arena.models.algorithms import LLMREINFORCESpec
+from agilerl.arena.models.algorithms import GRPOSpec, LLMAlgorithmSpec, LLMPPOSpec, LLMREINFORCESpec
 from agilerl.llm.generation import SamplingSettings, token_logps
 from agilerl.llm.model import reference_policy
 from agilerl.llm.rollout import Sample, collate, collect, pad_rows
@@ -192,7 +191,7 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
 
     value_head: torch.nn.Module | None = None
 
-    def value_loss(self, rows, context, states, mask, norm) -> torch.Tensor:  # noqa: ANN001
+    def value_loss(self, rows, context, states, mask, norm) -> torch.Tensor:
         """Value loss of one micro-batch (PPO only)."""
         raise NotImplementedError
 
@@ -351,7 +350,7 @@ class LLMPPO(RolloutLLMAlgorithm):
         """GAE advantages aligned with the target tokens."""
         return pad_rows(context["advantages"], width)
 
-    def value_loss(self, rows, context, states, mask, norm) -> torch.Tensor:  # noqa: ANN001
+    def value_loss(self, rows, context, states, mask, norm) -> torch.Tensor:
         """Clipped value loss ``0.5 max((v - R)^2, (v_clip - R)^2)`` over generated tokens."""
         width = mask.shape[1]
         values = self.value_head(states.float()).squeeze(-1)

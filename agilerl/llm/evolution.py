@@ -54,7 +54,7 @@ def mutate(agent: Any, rng: random.Random) -> str:
     current = getattr(spec, name)
     value = min(max(current * factor, low), high)
     if isinstance(current, int) and not isinstance(current, bool):
-        value = int(round(value))
+        value = round(value)
     agent.set_hyperparameters(**{name: value})
     return f"{name} x{factor}"
 

@@ -29,7 +29,9 @@ def test_sampler_logprobs_match_a_recomputed_forward_pass(
     settings = SamplingSettings(max_new_tokens=12, temperature=temperature, top_k=50)
     completions = generate(model, tok, prompts, settings)
     assert len({len(p) for p in prompts}) > 1  # rows really are left padded differently
-    ids, mask = left_pad([p + c.ids for p, c in zip(prompts, completions)], tok.pad_token_id)
+    ids, mask = left_pad(
+        [p + c.ids for p, c in zip(prompts, completions, strict=False)], tok.pad_token_id
+    )
     with torch.no_grad():
         recomputed, _ = token_logps(model, ids, mask, temperature=temperature)
     for i, completion in enumerate(completions):
