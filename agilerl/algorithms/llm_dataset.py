@@ -291,6 +291,7 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
                     loss.backward()
                     for key, value in metrics.items():
                         totals[key] = totals.get(key, 0.0) + value
+                self._sync_gradients()
                 if spec.max_grad_norm > 0:
                     torch.nn.utils.clip_grad_norm_(self.trainable_parameters(), spec.max_grad_norm)
                 self.optimizer.step()
@@ -298,6 +299,9 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
                 steps += 1
         self.steps += len(rows)
         return {key: value / steps for key, value in totals.items()}
+
+    def _sync_gradients(self) -> None:
+        """Combine gradients across data-parallel processes (none in one process)."""
 
     @staticmethod
     def _split(context: dict[str, Any], size: int) -> Any:

@@ -28,6 +28,7 @@ import torch
 
 from agilerl.algorithms.llm_dataset import DatasetLLMAlgorithm
 from agilerl.arena.models.algorithms import GRPOSpec, LLMAlgorithmSpec, LLMPPOSpec, LLMREINFORCESpec
+from agilerl.llm import distributed
 from agilerl.llm.generation import SamplingSettings, token_logps
 from agilerl.llm.model import reference_policy
 from agilerl.llm.rollout import Sample, collate, collect, pad_rows
@@ -137,7 +138,11 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
         return out
 
     def _norm(self, rows: list[Sample]) -> float:
-        return float(max(1, sum(s.num_actions for s in rows)))
+        # Global over data-parallel processes, so summed gradients equal one process's.
+        return float(max(1, distributed.global_sum(sum(s.num_actions for s in rows))))
+
+    def _sync_gradients(self) -> None:
+        distributed.sum_gradients(self.trainable_parameters())
 
     def loss(
         self, rows: list[Sample], env: Any, context: dict[str, Any], norm: float
@@ -213,12 +218,13 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
             "completion_tokens": float(sum(s.num_actions for s in samples) / len(samples)),
             **metrics,
         }
-        if not kept:
+        if not distributed.global_sum(len(kept)):
             self.steps += len(samples)
             return {**metrics, "loss": 0.0}
         update = super().learn(kept, env)
         self.steps += len(samples) - len(kept)
-        return {**metrics, **update}
+        summed = ("loss", "kl", "clip_fraction", "value_loss")
+        return distributed.reduce_metrics({**metrics, **update}, summed)
 
 
 class GRPO(RolloutLLMAlgorithm):

@@ -39,13 +39,21 @@ def test_loop_writes_rewards_samples_and_resumes_exactly(
 
     first = LLMBuilder.build(spec, tokenizer=left_tokenizer)
     part = train_llm_rollout(
-        [first], digit_env, max_steps=4, evaluation_interval=2, run_dir=tmp_path / "b",
+        [first],
+        digit_env,
+        max_steps=4,
+        evaluation_interval=2,
+        run_dir=tmp_path / "b",
         stop_after=2,
     )
     assert part.status == "interrupted" and part.total_steps == 2
     second = LLMBuilder.build(spec, tokenizer=left_tokenizer)
     train_llm_rollout(
-        [second], digit_env, max_steps=4, evaluation_interval=2, run_dir=tmp_path / "b",
+        [second],
+        digit_env,
+        max_steps=4,
+        evaluation_interval=2,
+        run_dir=tmp_path / "b",
         resume=True,
     )
     resumed = list(csv.DictReader((tmp_path / "b" / "rewards.csv").open()))
@@ -104,7 +112,9 @@ def test_vllm_or_async_without_cuda_is_refused(compose, tiny_model_dir) -> None:
         "+algorithm.vllm_config={gpu_memory_utilization: 0.5}",
     )
     manifest = TrainingManifest.from_dict(split_config(cfg)[0])
-    with pytest.raises(ConfigError, match="use_vllm=true and training.rollout_mode=async needs .*vllm"):
+    with pytest.raises(
+        ConfigError, match="use_vllm=true and training.rollout_mode=async needs .*vllm"
+    ):
         check_rollout_engine(manifest.algorithm, manifest.training)
 
 

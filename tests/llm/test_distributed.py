@@ -1,0 +1,61 @@
+"""Two processes (torchrun, gloo on CPU) take the same updates as one with the same global batch."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = [pytest.mark.llm, pytest.mark.slow]
+HERE = Path(__file__).parent
+REPO = HERE.parents[1]
+
+
+def test_two_processes_match_one(
+    make_rollout_spec, digit_env, left_tokenizer, tiny_model_dir, tmp_path: Path
+) -> None:
+    from agilerl.builders.llm import LLMBuilder
+
+    sys.path.insert(0, str(HERE))
+    from dp_worker import run
+
+    sampler = LLMBuilder.build(
+        make_rollout_spec("GRPO", group_size=4, max_output_tokens=8), tokenizer=left_tokenizer
+    )
+    torch.manual_seed(0)
+    samples = sampler.rollout(digit_env, digit_env.batch(0, 4, 0))
+    assert len({s.reward for s in samples}) > 1
+    samples_file = tmp_path / "samples.json"
+    samples_file.write_text(json.dumps([{**asdict(s), "extra": {}} for s in samples]))
+
+    one_losses, one_sums = run(str(tiny_model_dir), str(samples_file))
+    out = tmp_path / "two.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            "--master_port=29533",
+            str(HERE / "dp_worker.py"),
+            str(tiny_model_dir),
+            str(samples_file),
+            str(out),
+        ],
+        check=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+    )
+    two = json.loads(out.read_text())
+    assert two["world"] == 2
+    assert len(set(one_losses)) > 1  # the curve moves
+    assert two["losses"] == pytest.approx(one_losses, abs=1e-5, rel=1e-4)
+    assert two["sums"] == pytest.approx(one_sums, abs=1e-4, rel=1e-4)
