@@ -47,7 +47,8 @@ def run(model_dir: str, samples_file: str, updates: int = 4) -> tuple[list[float
         seed=0,
     )
     agent = LLMBuilder.build(spec, tokenizer=load_tokenizer(model_dir, padding_side="left"))
-    rows = json.loads(open(samples_file).read())
+    with open(samples_file) as handle:
+        rows = json.loads(handle.read())
     samples = distributed.shard([Sample(**row) for row in rows])
     losses = []
     for _ in range(updates):

@@ -70,3 +70,53 @@ def test_grpo_negative_control_lora_qv_only_stays_low(
     agent = LLMBuilder.build(make_rollout_spec("GRPO", lm_head=False), tokenizer=left_tokenizer)
     reached, rewards = rounds_to_target(agent, digit_env, budget=25)
     assert reached is None and max(rewards) < 0.5, rewards
+
+
+def _many_prompts_env(digit_env):
+    """The digit env with each prompt four times (32 rows), for one-completion-per-prompt rounds."""
+    rows = [{**row, "copy": k} for k in range(4) for row in digit_env.train]
+    digit_env.train = rows
+    return digit_env
+
+
+@pytest.mark.slow
+def test_llm_reinforce_learns_the_digit_reward(
+    make_rollout_spec, digit_env, left_tokenizer
+) -> None:
+    spec = make_rollout_spec("LLMREINFORCE", batch_size=32, lr=1e-3)
+    agent = LLMBuilder.build(spec, tokenizer=left_tokenizer)
+    reached, rewards = rounds_to_target(agent, _many_prompts_env(digit_env), budget=40)
+    assert reached is not None, rewards
+
+
+@pytest.mark.slow
+def test_llm_ppo_learns_the_digit_reward_and_its_value_loss_falls(
+    make_rollout_spec, digit_env, left_tokenizer
+) -> None:
+    spec = make_rollout_spec("LLMPPO", batch_size=32, lr=1e-3, lr_critic=1e-3)
+    agent = LLMBuilder.build(spec, tokenizer=left_tokenizer)
+    env = _many_prompts_env(digit_env)
+    rewards, value_losses = [], []
+    for step in range(40):
+        metrics = agent.learn(agent.rollout(env, env.batch(step, 32, 0)))
+        rewards.append(metrics["reward"])
+        value_losses.append(metrics["value_loss"])
+        if len(rewards) >= 3 and sum(rewards[-3:]) / 3 > 0.8:
+            break
+    assert sum(rewards[-3:]) / 3 > 0.8, rewards
+    assert sum(value_losses[-3:]) / 3 < 0.5 * max(value_losses[:5]), value_losses
+
+
+def test_ppo_value_head_is_checkpointed_and_reinforce_uses_a_baseline(
+    make_rollout_spec, left_tokenizer
+) -> None:
+    ppo = LLMBuilder.build(make_rollout_spec("LLMPPO"), tokenizer=left_tokenizer)
+    state = ppo.checkpoint_state()
+    assert {"value_head.weight", "value_head.bias"} <= set(state["trainable"])
+    assert len(ppo.optimizer.param_groups) == 2
+    ppo.set_hyperparameters(lr_critic=1e-4)
+    assert ppo.optimizer.param_groups[1]["lr"] == 1e-4
+    reinforce = LLMBuilder.build(make_rollout_spec("LLMREINFORCE"), tokenizer=left_tokenizer)
+    samples = [Sample([1, 2], [0, 1], [0.0, -1.0], r, i, "") for i, r in enumerate([1.0, 0.0])]
+    reinforce.assign_advantages(samples)
+    assert [s.advantage for s in samples] == [0.5, -0.5]

@@ -113,7 +113,7 @@ def test_vllm_or_async_without_cuda_is_refused(compose, tiny_model_dir) -> None:
     )
     manifest = TrainingManifest.from_dict(split_config(cfg)[0])
     with pytest.raises(
-        ConfigError, match="use_vllm=true and training.rollout_mode=async needs .*vllm"
+        ConfigError, match=r"use_vllm=true and training.rollout_mode=async needs .*vllm"
     ):
         check_rollout_engine(manifest.algorithm, manifest.training)
 
