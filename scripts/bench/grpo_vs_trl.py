@@ -36,12 +36,12 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from agilerl.arena.models.algorithms import GRPOSpec
-from agilerl.builders.llm import LLMBuilder
-from agilerl.llm.model import load_tokenizer
-from agilerl.llm.rewards import digit_fraction_reward
-from agilerl.llm.rollout_env import PromptEpisode, RolloutEnv
-from agilerl.llm.tiny import build_tiny_llm
+from agilerl.arena.models.algorithms import GRPOSpec  # noqa: E402
+from agilerl.builders.llm import LLMBuilder  # noqa: E402
+from agilerl.llm.model import load_tokenizer  # noqa: E402
+from agilerl.llm.rewards import digit_fraction_reward  # noqa: E402
+from agilerl.llm.rollout_env import PromptEpisode, RolloutEnv  # noqa: E402
+from agilerl.llm.tiny import build_tiny_llm  # noqa: E402
 
 PROMPTS = [
     "Write a number.",
