@@ -55,7 +55,9 @@ ROLLOUT_SMOKE = (
 
 def _smoke(experiment: str) -> tuple[str, ...]:
     text = (CONF / "experiment" / f"{experiment}.yaml").read_text()
-    if "override /env: llm_countdown" not in text:
+    envs = [line.split(":", 1)[1].strip() for line in text.splitlines() if "override /env:" in line]
+    rollout = [e for e in envs if "env_type: rollout" in (CONF / "env" / f"{e}.yaml").read_text()]
+    if not rollout:
         return SMOKE
     budget = ("training.max_steps=", "training.evo_steps=")
     return tuple(o for o in SMOKE if not o.startswith(budget)) + ROLLOUT_SMOKE
