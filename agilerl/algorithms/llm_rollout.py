@@ -22,6 +22,7 @@ log-probs are the sampler's, so no extra forward pass is needed.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, ClassVar
 
 import torch
@@ -34,12 +35,30 @@ from agilerl.llm.model import reference_policy
 from agilerl.llm.rollout import Sample, collate, collect, pad_rows
 from agilerl.llm.rollout_env import RolloutEnv
 
+# Rollout settings this version accepts but does not act on yet (a warning says so).
+_ROLLOUT_NOT_USED_HERE = (
+    "thinking_token_budget",
+    "constrain_answer_pattern",
+    "answer_continuation",
+    "cosine_lr_schedule_config",
+)
+
 
 class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
     """Generation, the shared clipped objective and the update loop of rollout algorithms."""
 
     needs_reference: ClassVar[bool] = True
     hp_names: ClassVar[tuple[str, ...]] = ("lr", "beta")
+
+    def __init__(self, spec: LLMAlgorithmSpec, **kwargs: Any) -> None:
+        super().__init__(spec, **kwargs)
+        unused = [k for k in _ROLLOUT_NOT_USED_HERE if getattr(spec, k, None) not in (None, False)]
+        if unused:
+            warnings.warn(
+                f"{spec.name} ignores algorithm.{', algorithm.'.join(unused)} in this version",
+                UserWarning,
+                stacklevel=2,
+            )
 
     # --- parameters -------------------------------------------------------------------
     def _named_trainable(self) -> dict[str, torch.nn.Parameter]:
