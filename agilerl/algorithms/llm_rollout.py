@@ -161,7 +161,29 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
         return float(max(1, distributed.global_sum(sum(s.num_actions for s in rows))))
 
     def _sync_gradients(self) -> None:
+        if distributed.active() and distributed.is_sharded(self.actor):
+            # FSDP averaged the gradients; the loss is normalised globally, so sum them.
+            world = distributed.world_size()
+            for param in self.trainable_parameters():
+                if param.grad is not None:
+                    param.grad.mul_(world)
+            return
         distributed.sum_gradients(self.trainable_parameters())
+
+    def shard(self) -> None:
+        """Shard the model with FSDP2 across the process group (``spec.fsdp`` settings).
+
+        The optimizer is rebuilt over the sharded parameters. Only for a
+        single agent (a population shares one base model).
+        """
+        config = self.spec.fsdp
+        reshard = config.reshard_after_forward if config is not None else True
+        distributed.fully_shard_model(self.actor, reshard_after_forward=reshard)
+        self.optimizer = self._make_optimizer()
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        """Named clones of the trainable tensors (gathered whole when sharded)."""
+        return {n: distributed.full(p.detach()).clone() for n, p in self._named_trainable().items()}
 
     def loss(
         self, rows: list[Sample], env: Any, context: dict[str, Any], norm: float

@@ -91,3 +91,37 @@ def shard(items: list[Any]) -> list[Any]:
         raise ValueError(f"{len(items)} items do not split evenly over {n} processes")
     size = len(items) // n
     return items[r * size : (r + 1) * size]
+
+
+def fully_shard_model(model: Any, *, reshard_after_forward: bool = True) -> Any:
+    """Shard ``model`` with FSDP2 (``fully_shard``): every decoder layer, then the root.
+
+    Frozen base weights and the trainable adapter tensors are sharded alike;
+    gradients are reduce-scattered by FSDP (averaged over processes).
+
+    Args:
+        model: A transformers causal LM or a ``PeftModel`` around one.
+        reshard_after_forward: Free gathered parameters after each layer's forward.
+    """
+    from torch.distributed.fsdp import fully_shard
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    layers = getattr(getattr(base, "model", base), "layers", None)
+    if layers is None:
+        raise ValueError(f"{type(base).__name__} has no decoder layers at .model.layers")
+    for layer in layers:
+        fully_shard(layer, reshard_after_forward=reshard_after_forward)
+    fully_shard(model, reshard_after_forward=reshard_after_forward)
+    return model
+
+
+def is_sharded(model: Any) -> bool:
+    """Whether ``model`` was sharded by :func:`fully_shard_model`."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
+
+
+def full(tensor: torch.Tensor) -> torch.Tensor:
+    """The whole tensor of a (possibly sharded) parameter or gradient."""
+    return tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor

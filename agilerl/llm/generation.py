@@ -135,6 +135,11 @@ def _generate_chunk(
     if pad_id not in eos_ids:
         # A sampled pad token would be indistinguishable from padding.
         kwargs["suppress_tokens"] = [pad_id]
+    from agilerl.llm import distributed
+
+    if distributed.active() and distributed.is_sharded(model):
+        # Every process must run the same number of sharded forward passes.
+        kwargs["synced_gpus"] = True
     was_training = model.training
     model.eval()
     result = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), **kwargs)

@@ -17,7 +17,9 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 import torch
 
 
-def run(model_dir: str, samples_file: str, updates: int = 4) -> tuple[list[float], list[float]]:
+def run(
+    model_dir: str, samples_file: str, updates: int = 4, fsdp: bool = False
+) -> tuple[list[float], list[float]]:
     """Loss curve and per-tensor sums after ``updates`` learn() calls on the saved samples."""
     from agilerl.arena.models.algorithms import GRPOSpec
     from agilerl.builders.llm import LLMBuilder
@@ -47,6 +49,8 @@ def run(model_dir: str, samples_file: str, updates: int = 4) -> tuple[list[float
         seed=0,
     )
     agent = LLMBuilder.build(spec, tokenizer=load_tokenizer(model_dir, padding_side="left"))
+    if fsdp:
+        agent.shard()
     with open(samples_file) as handle:
         rows = json.loads(handle.read())
     samples = distributed.shard([Sample(**row) for row in rows])
@@ -55,14 +59,27 @@ def run(model_dir: str, samples_file: str, updates: int = 4) -> tuple[list[float
         copies = [Sample(**{**vars(s), "extra": {}}) for s in samples]
         losses.append(agent.learn(copies)["loss"])
     sums = [float(t.double().sum()) for t in agent.trainable_state().values()]
+    global SHARDED
+    SHARDED = any(type(p).__name__ == "DTensor" for p in agent.trainable_parameters())
     return losses, sums
+
+
+SHARDED = False
 
 
 if __name__ == "__main__":
     from agilerl.llm import distributed
 
     distributed.init_from_env("gloo")
-    losses, sums = run(sys.argv[1], sys.argv[2])
+    losses, sums = run(sys.argv[1], sys.argv[2], fsdp="--fsdp" in sys.argv)
     if distributed.rank() == 0:
         with open(sys.argv[3], "w") as handle:
-            json.dump({"losses": losses, "sums": sums, "world": distributed.world_size()}, handle)
+            json.dump(
+                {
+                    "losses": losses,
+                    "sums": sums,
+                    "world": distributed.world_size(),
+                    "sharded": SHARDED,
+                },
+                handle,
+            )

@@ -17,9 +17,11 @@ HERE = Path(__file__).parent
 REPO = HERE.parents[1]
 
 
+@pytest.mark.parametrize("mode", ["replicated", "fsdp"])
 def test_two_processes_match_one(
-    make_rollout_spec, digit_env, left_tokenizer, tiny_model_dir, tmp_path: Path
+    make_rollout_spec, digit_env, left_tokenizer, tiny_model_dir, tmp_path: Path, mode: str
 ) -> None:
+    """Replicated adapters with summed gradients, or FSDP2 ``fully_shard`` on gloo."""
     from agilerl.builders.llm import LLMBuilder
 
     sys.path.insert(0, str(HERE))
@@ -48,6 +50,7 @@ def test_two_processes_match_one(
             str(tiny_model_dir),
             str(samples_file),
             str(out),
+            *(["--fsdp"] if mode == "fsdp" else []),
         ],
         check=True,
         env=env,
@@ -55,7 +58,7 @@ def test_two_processes_match_one(
         timeout=300,
     )
     two = json.loads(out.read_text())
-    assert two["world"] == 2
+    assert two["world"] == 2 and two["sharded"] == (mode == "fsdp")
     assert len(set(one_losses)) > 1  # the curve moves
     assert two["losses"] == pytest.approx(one_losses, abs=1e-5, rel=1e-4)
     assert two["sums"] == pytest.approx(one_sums, abs=1e-4, rel=1e-4)
