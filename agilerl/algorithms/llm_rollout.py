@@ -121,12 +121,15 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
         raise NotImplementedError
 
     # --- update ---------------------------------------------------------------------------------
-    def _forward(self, batch: dict[str, torch.Tensor], *, hidden: bool = False) -> Any:
+    def _forward(
+        self, batch: dict[str, torch.Tensor], *, hidden: bool = False, keep: int | None = None
+    ) -> Any:
         return token_logps(
             self.actor,
             batch["input_ids"].to(self.device),
             batch["attention_mask"].to(self.device),
             temperature=self.spec.temperature,
+            keep=keep,
             hidden=hidden,
             position_ids=self.spec.calc_position_embeddings,
         )
@@ -192,9 +195,12 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
         spec = self.spec
         self.activate()
         batch = collate(rows, self.tokenizer.pad_token_id)
-        logps, states = self._forward(batch, hidden=self.value_head is not None)
-        mask = batch["action_mask"][:, 1:].to(logps.device)
-        old = batch["old_logps"][:, 1:].to(logps.device)
+        # Targets from the first generated token of any row on (rows are end-aligned).
+        generated = batch["action_mask"][:, 1:].any(0).nonzero()
+        keep = batch["input_ids"].shape[1] - 1 - (int(generated[0]) if len(generated) else 0)
+        logps, states = self._forward(batch, hidden=self.value_head is not None, keep=keep)
+        mask = batch["action_mask"][:, -keep:].to(logps.device)
+        old = batch["old_logps"][:, -keep:].to(logps.device)
         advantages = self.token_advantages(rows, context, logps.shape[1]).to(logps.device)
         log_ratio = (logps - old) * mask
         ratio = torch.exp(log_ratio)

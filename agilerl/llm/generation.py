@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from agilerl.llm.model import position_ids_from_mask
+from agilerl.llm.model import _takes_logits_to_keep, position_ids_from_mask
 
 
 @dataclass
@@ -191,6 +191,9 @@ def token_logps(
         kwargs["position_ids"] = position_ids_from_mask(attention_mask)
     if hidden:
         kwargs["output_hidden_states"] = True
+    elif _takes_logits_to_keep(model):
+        # The language-model head runs only where a log-prob is wanted (and on the last token).
+        kwargs["logits_to_keep"] = keep + 1
     out = model(**kwargs)
     logits = out.logits[:, -keep - 1 : -1].float() / temperature
     targets = input_ids[:, -keep:]
