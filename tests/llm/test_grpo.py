@@ -119,3 +119,23 @@ def test_ppo_value_head_is_checkpointed_and_reinforce_uses_a_baseline(
     samples = [Sample([1, 2], [0, 1], [0.0, -1.0], r, i, "") for i, r in enumerate([1.0, 0.0])]
     reinforce.assign_advantages(samples)
     assert [s.advantage for s in samples] == [0.5, -0.5]
+
+
+def test_micro_batches_accumulate_to_the_same_update(
+    make_rollout_spec, digit_env, left_tokenizer
+) -> None:
+    spec = make_rollout_spec("GRPO", group_size=4, max_output_tokens=8, beta=0.01)
+    sampler = LLMBuilder.build(spec, tokenizer=left_tokenizer)
+    samples = sampler.rollout(digit_env, digit_env.batch(0, 4, 0))
+    states = []
+    for micro in (8, 2):
+        agent = LLMBuilder.build(
+            spec.model_copy(update={"mini_batch_size": 8, "micro_batch_size_per_gpu": micro}),
+            tokenizer=left_tokenizer,
+        )
+        copies = [Sample(**{**vars(s), "extra": {}}) for s in samples]
+        agent.learn(copies)
+        assert agent.num_updates == 4  # 2 mini-batches x update_epochs=2
+        states.append(agent.trainable_state())
+    a, b = states
+    assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
