@@ -62,3 +62,30 @@ def test_two_processes_match_one(
     assert len(set(one_losses)) > 1  # the curve moves
     assert two["losses"] == pytest.approx(one_losses, abs=1e-5, rel=1e-4)
     assert two["sums"] == pytest.approx(one_sums, abs=1e-4, rel=1e-4)
+
+
+def test_the_rollout_loop_runs_data_parallel(tiny_model_dir, tmp_path: Path) -> None:
+    import csv
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            "--master_port=29534",
+            str(HERE / "dp_loop_worker.py"),
+            str(tiny_model_dir),
+            str(tmp_path / "run"),
+        ],
+        check=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+    )
+    rounds = list(csv.DictReader((tmp_path / "run" / "rewards.csv").open()))
+    assert [int(r["step"]) for r in rounds] == [1, 2, 3]
+    evals = list(csv.DictReader((tmp_path / "run" / "metrics.csv").open()))
+    assert len(evals) == 1 and 0.0 <= float(evals[0]["mean_reward"]) <= 1.0
+    assert (tmp_path / "run" / "checkpoints").is_dir()

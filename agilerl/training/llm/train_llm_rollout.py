@@ -12,6 +12,13 @@ of each evaluation).
 Rounds done, fitnesses, every agent's trainable tensors and optimizer state
 and the RNG states are checkpointed, so a resumed run generates and learns
 exactly as the uninterrupted one would have.
+
+Under ``torchrun`` (a process group is initialised, see
+:mod:`agilerl.llm.distributed`) one agent trains data-parallel: each process
+rolls out its share of every batch and of the held-out prompts (seeded by
+rank), updates are combined across processes, and only rank 0 writes the run
+directory. Checkpoints of an FSDP-sharded agent are not written in this
+version (replicated adapters are).
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ import math
 import time
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from agilerl.llm.evolution import evolve_population
 from agilerl.llm.rollout_env import RolloutEnv
@@ -101,10 +110,22 @@ def train_llm_rollout(
     export = checkpoint_export or CheckpointExportSpec()
     if max_reward is not None:
         env.max_reward = float(max_reward)
+    from agilerl.llm import distributed
+
     context = _context(run, run_dir, resume)
+    rank, world = distributed.rank(), distributed.world_size()
+    if world > 1:
+        if len(population) != 1:
+            raise ValueError("data-parallel training runs one agent (pop_size 1)")
+        if rank > 0:  # reads the resume state like rank 0, writes nothing
+            context.run_dir, context.checkpoints = None, None
+        sharded = distributed.is_sharded(population[0].actor)
+        if sharded:
+            context.checkpoints = None
     spec = population[0].spec
     seed = spec.seed
     held_out = env.test[:eval_rows] if eval_rows else env.test
+    held_out = distributed.shard(held_out[: len(held_out) - len(held_out) % world])
     done, fitnesses, history = 0, [0.0] * len(population), []
     resumed = context.resume_state
     if resumed is not None:
@@ -116,6 +137,8 @@ def train_llm_rollout(
         history = list(state["history"])
         if resumed.rng is not None:
             set_rng_state(resumed.rng)
+    if world > 1:  # each rank samples its own completions
+        torch.manual_seed(seed * 1009 + rank + 100_003 * done)
     rewards_table = CsvTable(context.run_dir.path / "rewards.csv") if context.run_dir else None
     if rewards_table is not None:
         rewards_table.truncate(done)
@@ -142,6 +165,7 @@ def train_llm_rollout(
         rows = []
         for i, agent in enumerate(population):
             metrics, shown = evaluate_agent(agent, env, held_out, greedy=eval_greedy)
+            metrics = distributed.reduce_metrics(metrics, ())
             fitnesses[i] = metrics["mean_reward"]
             agent.fitness.append(fitnesses[i])
             hps = {k: getattr(agent.spec, k) for k in agent.hp_names}
@@ -159,7 +183,7 @@ def train_llm_rollout(
     started, start_done = time.perf_counter(), done
     tokens = 0.0
     while done < max_steps:
-        batch = env.batch(done, spec.batch_size, seed)
+        batch = distributed.shard(env.batch(done, spec.batch_size, seed))
         round_rows = []
         for i, agent in enumerate(population):
             samples = agent.rollout(env, batch)
@@ -181,6 +205,8 @@ def train_llm_rollout(
             context.progress.update(done, tokens / max(time.perf_counter() - started, 1e-9))
         stopping = stop_after is not None and done >= stop_after
         stopping = stopping or context.stop_requested is not None or context.out_of_time()
+        if world > 1:  # every process stops at the same round
+            stopping = distributed.global_sum(float(stopping)) > 0
         if (checkpoint_steps and done % checkpoint_steps == 0) or stopping or done == max_steps:
             save(final=done == max_steps)
         if stopping:
