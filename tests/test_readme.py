@@ -265,6 +265,24 @@ CASES: dict[str, Case] = {
         marks=SLOW,
         in_repo=True,  # the sample rows are the repository's data/*.jsonl
     ),
+    "python scripts/make_countdown_data.py": Case(
+        files=["data/countdown.jsonl", "data/arithmetic.jsonl"]
+    ),
+    "python scripts/make_tiny_llm.py && python train.py experiment=grpo_countdown": Case(
+        budget={
+            "training.max_steps": "2",
+            "training.evo_steps": "2",
+            "algorithm.batch_size": "2",
+            "algorithm.max_output_tokens": "8",
+            "logger.tensorboard": "false",
+        },
+        expect=["GRPO on", *RUN_END],
+        marks=SLOW,
+        in_repo=True,  # the countdown rows are the repository's data/countdown.jsonl
+    ),
+    "python scripts/bench/grpo_vs_trl.py": Case(
+        skip="a benchmark of minutes (needs trl, the bench extra); run by hand"
+    ),
     "python scripts/bench/offline_load.py": Case(marks=SLOW),
     "python scripts/bench/bandits.py": Case(marks=SLOW),
     "python scripts/bench/cqn_vs_d3rlpy.py": Case(

@@ -119,7 +119,15 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
             self._ensure_reference()
         if spec.gradient_checkpointing:
             enable_gradient_checkpointing(self.actor)
-        self.optimizer = torch.optim.AdamW(self.trainable_parameters(), lr=spec.lr)
+        self.optimizer = self._make_optimizer()
+
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(self.trainable_parameters(), lr=self.spec.lr)
+
+    def _apply_lr(self) -> None:
+        """Set the optimizer's learning rate(s) from the spec."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = float(self.spec.lr)
 
     # --- model ---------------------------------------------------------------------
     def _load_actor(self) -> Any:
@@ -283,6 +291,7 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
                     loss.backward()
                     for key, value in metrics.items():
                         totals[key] = totals.get(key, 0.0) + value
+                self._sync_gradients()
                 if spec.max_grad_norm > 0:
                     torch.nn.utils.clip_grad_norm_(self.trainable_parameters(), spec.max_grad_norm)
                 self.optimizer.step()
@@ -290,6 +299,9 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
                 steps += 1
         self.steps += len(rows)
         return {key: value / steps for key, value in totals.items()}
+
+    def _sync_gradients(self) -> None:
+        """Combine gradients across data-parallel processes (none in one process)."""
 
     @staticmethod
     def _split(context: dict[str, Any], size: int) -> Any:
@@ -357,8 +369,7 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
         """Validated hyperparameter change (e.g. ``lr``, ``beta``); the optimizer follows ``lr``."""
         data = {**self.spec.model_dump(), **updates}
         self.spec = type(self.spec).model_validate(data)
-        for group in self.optimizer.param_groups:
-            group["lr"] = float(self.spec.lr)
+        self._apply_lr()
 
     # --- checkpoints -------------------------------------------------------------------------
     def checkpoint_state(self) -> dict[str, Any]:
@@ -400,8 +411,7 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
             for name, tensor in state["trainable"].items():
                 params[name].copy_(tensor)
         self.optimizer.load_state_dict(state["optimizer"])
-        for group in self.optimizer.param_groups:
-            group["lr"] = float(self.spec.lr)
+        self._apply_lr()
         if not keep_index:
             self.index = int(state["index"])
         self.steps = int(state["steps"])

@@ -32,7 +32,11 @@ def to_peft_lora(lora: dict[str, Any]) -> Any:
     )
 
 
-_LLM_MODULES = ("agilerl.algorithms", "agilerl.algorithms.llm_dataset")
+_LLM_MODULES = (
+    "agilerl.algorithms",
+    "agilerl.algorithms.llm_dataset",
+    "agilerl.algorithms.llm_rollout",
+)
 
 
 class LLMBuilder(AlgorithmBuilder):

@@ -51,7 +51,10 @@ def mutate(agent: Any, rng: random.Random) -> str:
     name = rng.choice(names)
     low, high, grow, shrink = spec.hpo_ranges[name]
     factor = grow if rng.random() < 0.5 else shrink
-    value = min(max(getattr(spec, name) * factor, low), high)
+    current = getattr(spec, name)
+    value = min(max(current * factor, low), high)
+    if isinstance(current, int) and not isinstance(current, bool):
+        value = round(value)
     agent.set_hyperparameters(**{name: value})
     return f"{name} x{factor}"
 

@@ -148,6 +148,49 @@ def preference_rows(n: int = 300, seed: int = 1) -> list[dict[str, Any]]:
     return rows
 
 
+def countdown_rows(n: int = 200, seed: int = 2, count: int = 3) -> list[dict[str, Any]]:
+    """Countdown puzzles: ``count`` numbers in 1..9 and a target one expression reaches.
+
+    Each row holds ``nums``, ``target`` and one ``solution`` (which the
+    countdown reward scores 1.0).
+
+    Args:
+        n: Number of rows.
+        seed: Seed of the puzzles.
+        count: Numbers per puzzle.
+    """
+    rng = random.Random(seed)
+    rows = []
+    while len(rows) < n:
+        nums = [rng.randint(1, 9) for _ in range(count)]
+        expression = str(nums[0])
+        for x in nums[1:]:
+            op = rng.choice("+-*")
+            expression = f"({expression}){op}{x}" if op == "*" else f"{expression}{op}{x}"
+        target = _integer_value(expression)
+        if target <= 0:
+            continue
+        rows.append({"nums": nums, "target": target, "solution": expression})
+    return rows
+
+
+def arithmetic_rows(n: int = 200, seed: int = 3) -> list[dict[str, Any]]:
+    """``What is a + b?`` questions with numeric answers (for a pretrained model's GRPO demo)."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        a, b = rng.randint(1, 20), rng.randint(1, 20)
+        rows.append({"question": f"What is {a} + {b}?", "answer": a + b})
+    return rows
+
+
+def _integer_value(expression: str) -> int:
+    from agilerl.llm.rewards import safe_arithmetic
+
+    value, _ = safe_arithmetic(expression)
+    return int(value)
+
+
 def corpus() -> list[str]:
     """Text the tiny tokenizer is trained on (covers the sample datasets' words)."""
     lines = [f"{r['prompt']} {r['response']}" for r in sft_rows(400, seed=7)]

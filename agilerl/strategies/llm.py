@@ -82,6 +82,108 @@ class LLMRolloutStrategy(LLMStrategy):
         "agilerl.training.llm.train_llm_rollout:train_llm_rollout"
     )
 
+    def make_envs(self, manifest: TrainingManifest, *, seed: int) -> EnvSetup:
+        """The tokenizer (left padding) and the rollout env (train and held-out prompts).
+
+        Code the env names (a ``module:attr`` reward or entry point, a reward
+        file) was allowed by the run's ``trust_code`` in the trainer's
+        preflight, which refuses such a manifest without it.
+
+        Raises:
+            ConfigError: If the llm extra is missing, vLLM/async rollouts are
+                asked for without vllm and CUDA, or the model or dataset cannot be read.
+        """
+        from agilerl.arena.models.trust import code_fields
+
+        try:
+            from agilerl.llm.model import load_tokenizer
+            from agilerl.llm.rollout_env import load_rollout_env
+        except ImportError as exc:
+            raise ConfigError(
+                f"algorithm: {manifest.algorithm.name} needs the llm extra ({exc.name} is "
+                "missing): pip install -e '.[llm]'"
+            ) from None
+        spec = manifest.algorithm
+        check_rollout_engine(spec, manifest.training)
+        path = Path(spec.pretrained_model_name_or_path or "")
+        if not path.exists() and (path.is_absolute() or str(path).startswith(("models", "."))):
+            raise ConfigError(
+                f"network.pretrained_model_name_or_path: {path} does not exist; build the "
+                "tiny model with python scripts/make_tiny_llm.py or point at a local model folder"
+            )
+        tokenizer = load_tokenizer(path, padding_side="left")
+        env = load_rollout_env(
+            manifest.environment,
+            tokenizer,
+            max_model_len=spec.max_model_len,
+            seed=spec.seed,
+            trust_code=bool(code_fields(manifest.environment)),
+        )
+        return EnvSetup(env, None, tokenizer, None)
+
+    def build_population(
+        self, spec: AlgorithmSpec, builder: Any, envs: EnvSetup, runtime: PopulationRuntime
+    ) -> list[Any]:
+        """``pop_size`` adapters on one shared base model (the tokenizer rides in ``envs``)."""
+        from agilerl.llm.evolution import population_on_one_base
+
+        return population_on_one_base(
+            spec, envs.observation_space, runtime.pop_size, device=runtime.device, builder=builder
+        )
+
+    def get_trainer_kwargs(
+        self,
+        spec: AlgorithmSpec,
+        *,
+        training: TrainingSpec,
+        env_spec: EnvSpecBase,
+        memory: Any = None,
+        n_step_memory: Any = None,
+    ) -> dict[str, Any]:
+        """The shared LLM kwargs plus checkpoint export, HPO and greedy evaluation."""
+        kwargs = super().get_trainer_kwargs(
+            spec, training=training, env_spec=env_spec, memory=memory, n_step_memory=n_step_memory
+        )
+        kwargs["checkpoint_export"] = training.effective_checkpoint_export()
+        kwargs["hpo"] = training.hpo
+        kwargs["eval_greedy"] = training.eval_greedy
+        if training.eval_samples_per_task:
+            kwargs["eval_rows"] = training.eval_samples_per_task
+        return kwargs
+
+
+def check_rollout_engine(spec: AlgorithmSpec, training: TrainingSpec) -> None:
+    """Refuse vLLM generation or async rollouts where vllm or a CUDA device is missing.
+
+    Raises:
+        ConfigError: Naming the setting and what is missing.
+    """
+    wants = []
+    if getattr(spec, "use_vllm", False):
+        wants.append("algorithm.use_vllm=true")
+    if training.rollout_mode == "async":
+        wants.append("training.rollout_mode=async")
+    if not wants:
+        return
+    import importlib.util
+
+    import torch
+
+    missing = []
+    if importlib.util.find_spec("vllm") is None:
+        missing.append("the vllm extra (pip install -e '.[vllm]')")
+    if not torch.cuda.is_available():
+        missing.append("a CUDA device")
+    if missing:
+        raise ConfigError(
+            f"{' and '.join(wants)} needs {' and '.join(missing)}; set algorithm.use_vllm=false "
+            "and training.rollout_mode=colocated to generate with HF generate"
+        )
+    raise ConfigError(
+        f"{' and '.join(wants)}: vLLM rollout engines are not implemented in this version; "
+        "set algorithm.use_vllm=false and training.rollout_mode=colocated"
+    )
+
 
 class LLMDatasetStrategy(LLMStrategy):
     """Teacher-forced fine-tuning over dataset rows (DPO and SFT).

@@ -43,12 +43,32 @@ def _model_override(experiment: str, request: pytest.FixtureRequest) -> tuple[st
     return (f"network.pretrained_model_name_or_path={request.getfixturevalue('tiny_llm')}",)
 
 
+# A rollout step is a round of generation (batch_size prompts x group_size completions);
+# the smoke budget of rollout presets is a couple of short rounds.
+ROLLOUT_SMOKE = (
+    "training.max_steps=2",
+    "training.evo_steps=2",
+    "algorithm.batch_size=2",
+    "algorithm.max_output_tokens=8",
+)
+
+
+def _smoke(experiment: str) -> tuple[str, ...]:
+    text = (CONF / "experiment" / f"{experiment}.yaml").read_text()
+    envs = [line.split(":", 1)[1].strip() for line in text.splitlines() if "override /env:" in line]
+    rollout = [e for e in envs if "env_type: rollout" in (CONF / "env" / f"{e}.yaml").read_text()]
+    if not rollout:
+        return SMOKE
+    budget = ("training.max_steps=", "training.evo_steps=")
+    return tuple(o for o in SMOKE if not o.startswith(budget)) + ROLLOUT_SMOKE
+
+
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_experiment_trains_or_is_refused_cleanly(
     compose, tmp_path: Path, experiment: str, request: pytest.FixtureRequest
 ) -> None:
     model = _model_override(experiment, request)
-    manifest, _ = build_manifest(compose(f"experiment={experiment}", *SMOKE, *model))
+    manifest, _ = build_manifest(compose(f"experiment={experiment}", *_smoke(experiment), *model))
     # the shipped presets' code (e.g. the countdown reward file) is the repository's own
     trainer = LocalTrainer.from_manifest(
         manifest, run_dir=tmp_path / "run", verbose=False, trust_code=True

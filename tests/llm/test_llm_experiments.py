@@ -75,3 +75,40 @@ def test_strategy_loop_takes_the_trainer_call(make_spec, make_env, tokenizer) ->
     assert population[0].num_updates == 2 and fitnesses[0] < 0
     assert result.status == "completed" and result.total_steps == 2
     assert run.last_result is result
+
+
+def test_grpo_countdown_trains_through_the_trainer_and_resumes(
+    compose, tmp_path: Path, tiny_model_dir: Path, monkeypatch
+) -> None:
+    import csv
+    import json
+
+    from agilerl.launch.compose import build_manifest
+    from agilerl.trainer import LocalTrainer
+
+    monkeypatch.chdir(REPO)
+    overrides = (
+        "experiment=grpo_countdown",
+        f"network.pretrained_model_name_or_path={tiny_model_dir}",
+        "algorithm.batch_size=2",
+        "algorithm.max_output_tokens=8",
+        "training.evaluation_interval=2",
+        "training.eval_samples_per_task=4",
+        "training.checkpoint_steps=2",
+        "training.evo_steps=2",
+    )
+    run = tmp_path / "run"
+    manifest, _ = build_manifest(compose(*overrides, "training.max_steps=2"))
+    LocalTrainer.from_manifest(manifest, run_dir=run, verbose=False).train()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["total_steps"] == 2
+    manifest, _ = build_manifest(compose(*overrides, "training.max_steps=4"))
+    population, _ = LocalTrainer.from_manifest(
+        manifest, run_dir=run, verbose=False, resume=True
+    ).train()
+    assert population[0].num_updates == 4
+    rounds = [int(r["step"]) for r in csv.DictReader((run / "rewards.csv").open())]
+    assert rounds == [1, 2, 3, 4]
+    evals = list(csv.DictReader((run / "metrics.csv").open()))
+    assert [int(r["step"]) for r in evals] == [2, 4] and "pass_rate" in evals[0]
+    assert len((run / "samples" / "step_000004_agent_0.jsonl").read_text().splitlines()) == 4

@@ -76,3 +76,42 @@ def test_smollm2_answers_and_one_sft_and_dpo_step_change_only_lora(smollm_dir: P
         [row("What is 2 + 2?", "4", "5"), row("What is 3 + 3?", "6", "7")],
         "preference",
     )
+
+
+def test_one_grpo_round_on_smollm2_changes_only_lora(smollm_dir: Path) -> None:
+    from agilerl.arena.models.algorithms import GRPOSpec
+    from agilerl.llm.model import load_tokenizer
+    from agilerl.llm.rewards import numeric_reward
+    from agilerl.llm.rollout_env import PromptEpisode, RolloutEnv
+
+    tokenizer = load_tokenizer(smollm_dir, padding_side="left")
+    spec = GRPOSpec(
+        pretrained_model_name_or_path=str(smollm_dir),
+        lora_config=LORA,
+        group_size=2,
+        batch_size=2,
+        lr=1e-4,
+        beta=0.01,
+        max_output_tokens=8,
+        max_model_len=256,
+        gradient_checkpointing=True,
+        seed=0,
+    )
+    agent = LLMBuilder.build(spec, tokenizer=tokenizer)
+    rows = [
+        {"question": "What is 7 + 5?", "answer": 12},
+        {"question": "What is 3 + 4?", "answer": 7},
+    ]
+
+    def episode(row: dict) -> PromptEpisode:
+        messages = [{"role": "user", "content": row["question"]}]
+        return PromptEpisode(messages, row, numeric_reward)
+
+    env = RolloutEnv(train=rows, test=rows, make_episode=episode, tokenizer=tokenizer)
+    before = {n: p.detach().clone() for n, p in agent.actor.named_parameters()}
+    samples = agent.rollout(env, rows)
+    samples[0].reward, samples[1].reward = 1.0, 0.0  # a group with signal whatever was sampled
+    metrics = agent.learn(samples)
+    assert torch.isfinite(torch.tensor(metrics["loss"]))
+    changed = {n for n, p in agent.actor.named_parameters() if not torch.equal(p, before[n])}
+    assert changed and all("lora_" in n and ".default." in n for n in changed)

@@ -174,6 +174,14 @@ class LLMEnvSpec(EnvSpecBase):
     rubric_name: str = Field(
         "reward_fn", min_length=1, alias="reward_fn_name", description="Reward function name."
     )
+    reward: str | None = Field(
+        None,
+        description="Built-in reward (countdown, exact_answer, numeric, format, regex, "
+        "digit_fraction) or 'module:attr' of user code (needs trust_code).",
+    )
+    reward_config: dict[str, Any] | None = Field(
+        None, description="Keyword arguments of the reward (e.g. pattern for regex)."
+    )
     max_reward: float | None = Field(None, description="Reward of a perfect answer.")
     train_test_split: float = Field(0.9, ge=0.0, le=1.0, description="Share used for training.")
     entrypoint: str | None = Field(None, description="'module:attr' of a rollout environment.")
@@ -197,14 +205,16 @@ class LLMEnvSpec(EnvSpecBase):
                 raise ValueError("a dataset env needs dataset, dataset_path or hf_dataset_id")
             if self.objective is None:
                 raise ValueError("a dataset env needs objective: preference or sft")
-            if self.entrypoint or self.rubric_file_path:
-                raise ValueError("a dataset env takes no entrypoint or rubric_file_path")
+            if self.entrypoint or self.rubric_file_path or self.reward:
+                raise ValueError("a dataset env takes no entrypoint, reward or rubric_file_path")
             return self
         if bool(datasets) == bool(self.entrypoint):
             raise ValueError("a rollout env needs exactly one source: a dataset or an entrypoint")
         if datasets:
-            if self.rubric_file_path is None or self.prompt_template is None:
-                raise ValueError("a dataset rollout needs rubric_file_path and prompt_template")
+            if (self.rubric_file_path is None) == (self.reward is None):
+                raise ValueError("a dataset rollout needs one of reward and rubric_file_path")
+            if self.prompt_template is None:
+                raise ValueError("a dataset rollout needs prompt_template")
             if self.max_turns not in (None, 1):
                 raise ValueError("a dataset rollout is single-turn: max_turns must be 1")
             if self.env_config:

@@ -282,6 +282,9 @@ class LoraConfigDict(StrictModel):
         None, description="MoE expert parameters to adapt; requires lora_dropout 0."
     )
     task_type: str = Field("CAUSAL_LM", min_length=1, description="peft task type.")
+    modules_to_save: list[str] | None = Field(
+        None, description="Modules trained in full next to the adapter (e.g. ['lm_head'])."
+    )
     lora_dropout: float = Field(0.05, ge=0.0, le=1.0, description="Dropout on the adapter input.")
 
     @model_validator(mode="before")

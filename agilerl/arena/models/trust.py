@@ -62,6 +62,9 @@ def code_fields(environment: Any) -> list[CodeField]:
             found.append(
                 CodeField(f"environment.env_wrappers[{index}]", wrapper_name, "imports it")
             )
+    reward = getattr(environment, "reward", None)
+    if isinstance(reward, str) and ":" in reward:
+        found.append(CodeField("environment.reward", reward, "imports it"))
     rubric = getattr(environment, "rubric_file_path", None)
     if rubric:
         found.append(CodeField("environment.rubric_file_path", rubric, "executes the file"))

@@ -1,0 +1,427 @@
+"""Rollout fine-tuning of LLMs: GRPO, LLM REINFORCE and LLM PPO.
+
+All three sample completions, score them, and take clipped policy-gradient
+steps on the generated tokens; they differ in the advantage:
+
+* GRPO: each completion's reward minus its group's mean (optionally divided
+  by the group's std); groups whose rewards are all equal carry no signal,
+  are counted in ``frac_reward_zero_std`` and optionally dropped
+  (``filter_zero_adv``).
+* LLM REINFORCE: the reward minus a baseline, the batch's mean reward.
+* LLM PPO: GAE over the generated tokens with a learned value head; the
+  token rewards are minus ``beta`` times the per-token KL to the reference
+  plus the episode reward on the last token; the value loss is clipped.
+
+The per-token objective (one function, :meth:`RolloutLLMAlgorithm.loss`) is
+``-min(r A, clip(r, 1 - eps, 1 + eps) A)`` plus, for GRPO and REINFORCE,
+``beta`` times the k3 estimate of the KL to the reference policy (the base
+model with the adapter disabled, or the frozen ``"reference"`` adapter),
+averaged over the mini-batch's generated tokens. The ratio's "old"
+log-probs are the sampler's, so no extra forward pass is needed.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, ClassVar
+
+import torch
+
+from agilerl.algorithms.llm_dataset import DatasetLLMAlgorithm
+from agilerl.arena.models.algorithms import GRPOSpec, LLMAlgorithmSpec, LLMPPOSpec, LLMREINFORCESpec
+from agilerl.llm import distributed
+from agilerl.llm.generation import SamplingSettings, token_logps
+from agilerl.llm.model import reference_policy
+from agilerl.llm.rollout import Sample, collate, collect, pad_rows
+from agilerl.llm.rollout_env import RolloutEnv
+
+# Rollout settings this version accepts but does not act on yet (a warning says so).
+_ROLLOUT_NOT_USED_HERE = (
+    "thinking_token_budget",
+    "constrain_answer_pattern",
+    "answer_continuation",
+    "cosine_lr_schedule_config",
+)
+
+
+class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
+    """Generation, the shared clipped objective and the update loop of rollout algorithms."""
+
+    needs_reference: ClassVar[bool] = True
+    hp_names: ClassVar[tuple[str, ...]] = ("lr", "beta")
+
+    def __init__(self, spec: LLMAlgorithmSpec, **kwargs: Any) -> None:
+        super().__init__(spec, **kwargs)
+        unused = [k for k in _ROLLOUT_NOT_USED_HERE if getattr(spec, k, None) not in (None, False)]
+        if unused:
+            warnings.warn(
+                f"{spec.name} ignores algorithm.{', algorithm.'.join(unused)} in this version",
+                UserWarning,
+                stacklevel=2,
+            )
+
+    # --- parameters -------------------------------------------------------------------
+    def _named_trainable(self) -> dict[str, torch.nn.Parameter]:
+        """LoRA tensors plus ``modules_to_save`` copies (e.g. a trainable ``lm_head``)."""
+        if not self.is_peft:
+            return super()._named_trainable()
+        tag = f".{self.adapter_name}."
+        return {
+            n.replace(tag, ".{adapter}."): p
+            for n, p in self.actor.named_parameters()
+            if tag in n and ("lora_" in n or "modules_to_save" in n)
+        }
+
+    @property
+    def group_size(self) -> int:
+        """Completions per prompt (1 unless the spec has ``group_size``)."""
+        return int(getattr(self.spec, "group_size", 1))
+
+    # --- generation -----------------------------------------------------------------------
+    def sampling(self, *, greedy: bool = False) -> SamplingSettings:
+        """Sampling settings from the spec (greedy for evaluation)."""
+        spec = self.spec
+        cap = spec.max_output_tokens or spec.max_model_len
+        return SamplingSettings(
+            max_new_tokens=cap,
+            temperature=spec.temperature,
+            top_p=spec.top_p,
+            top_k=spec.top_k,
+            min_p=spec.min_p,
+            repetition_penalty=spec.repetition_penalty,
+            min_new_tokens=spec.min_output_tokens,
+            stop_strings=(spec.vllm_config.stop_sequences if spec.vllm_config else None),
+            greedy=greedy,
+            chunk_size=spec.hf_generate_chunk_size,
+            max_model_len=spec.max_model_len,
+        )
+
+    def rollout(
+        self,
+        env: RolloutEnv,
+        rows: list[dict[str, Any]],
+        *,
+        greedy: bool = False,
+        group_size: int | None = None,
+    ) -> list[Sample]:
+        """Play ``group_size`` episodes per row with this agent's adapter."""
+        self.activate()
+        return collect(
+            self.actor,
+            self.tokenizer,
+            env,
+            rows,
+            group_size=self.group_size if group_size is None else group_size,
+            settings=self.sampling(greedy=greedy),
+        )
+
+    # --- advantages ---------------------------------------------------------------------------
+    def assign_advantages(self, samples: list[Sample]) -> tuple[list[Sample], dict[str, float]]:
+        """Set ``sample.advantage``; returns the samples to learn from and metrics."""
+        raise NotImplementedError
+
+    # --- update ---------------------------------------------------------------------------------
+    def _forward(
+        self, batch: dict[str, torch.Tensor], *, hidden: bool = False, keep: int | None = None
+    ) -> Any:
+        return token_logps(
+            self.actor,
+            batch["input_ids"].to(self.device),
+            batch["attention_mask"].to(self.device),
+            temperature=self.spec.temperature,
+            keep=keep,
+            hidden=hidden,
+            position_ids=self.spec.calc_position_embeddings,
+        )
+
+    @torch.no_grad()
+    def prepare(self, rows: list[Sample], env: Any) -> dict[str, Any]:
+        """Reference log-probs per sample (only when ``beta > 0``), dropout off."""
+        if self.spec.beta <= 0 or self.uses_kl_in_reward:
+            return {}
+        return {"ref": self._reference_rows(rows)}
+
+    uses_kl_in_reward: ClassVar[bool] = False
+
+    @torch.no_grad()
+    def _reference_rows(self, rows: list[Sample]) -> list[torch.Tensor]:
+        was_training = self.actor.training
+        self.actor.eval()
+        self.activate()
+        out: list[torch.Tensor] = []
+        step = self.spec.micro_batch_size_per_gpu or len(rows)
+        with reference_policy(self.actor):
+            for start in range(0, len(rows), step):
+                chunk = rows[start : start + step]
+                logps, _ = self._forward(collate(chunk, self.tokenizer.pad_token_id))
+                out += [logps[i, -(len(s.ids) - 1) :].cpu() for i, s in enumerate(chunk)]
+        self.activate()
+        self.actor.train(was_training)
+        return out
+
+    def _norm(self, rows: list[Sample]) -> float:
+        # Global over data-parallel processes, so summed gradients equal one process's.
+        return float(max(1, distributed.global_sum(sum(s.num_actions for s in rows))))
+
+    def _sync_gradients(self) -> None:
+        if distributed.active() and distributed.is_sharded(self.actor):
+            # FSDP averaged the gradients; the loss is normalised globally, so sum them.
+            world = distributed.world_size()
+            for param in self.trainable_parameters():
+                if param.grad is not None:
+                    param.grad.mul_(world)
+            return
+        distributed.sum_gradients(self.trainable_parameters())
+
+    def shard(self) -> None:
+        """Shard the model with FSDP2 across the process group (``spec.fsdp`` settings).
+
+        The optimizer is rebuilt over the sharded parameters. Only for a
+        single agent (a population shares one base model).
+        """
+        config = self.spec.fsdp
+        reshard = config.reshard_after_forward if config is not None else True
+        distributed.fully_shard_model(self.actor, reshard_after_forward=reshard)
+        self.optimizer = self._make_optimizer()
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        """Named clones of the trainable tensors (gathered whole when sharded)."""
+        return {n: distributed.full(p.detach()).clone() for n, p in self._named_trainable().items()}
+
+    def loss(
+        self, rows: list[Sample], env: Any, context: dict[str, Any], norm: float
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """The clipped surrogate (plus KL and, for PPO, value loss) of one micro-batch."""
+        spec = self.spec
+        self.activate()
+        batch = collate(rows, self.tokenizer.pad_token_id)
+        # Targets from the first generated token of any row on (rows are end-aligned).
+        generated = batch["action_mask"][:, 1:].any(0).nonzero()
+        keep = batch["input_ids"].shape[1] - 1 - (int(generated[0]) if len(generated) else 0)
+        logps, states = self._forward(batch, hidden=self.value_head is not None, keep=keep)
+        mask = batch["action_mask"][:, -keep:].to(logps.device)
+        old = batch["old_logps"][:, -keep:].to(logps.device)
+        advantages = self.token_advantages(rows, context, logps.shape[1]).to(logps.device)
+        log_ratio = (logps - old) * mask
+        ratio = torch.exp(log_ratio)
+        bounds = getattr(spec, "off_policy_token_mask_bounds", None)
+        if bounds is not None:
+            low, high = bounds
+            mask = mask * ((ratio.detach() >= low) & (ratio.detach() <= high)).float()
+        clipped = torch.clamp(ratio, 1 - spec.clip_coef, 1 + spec.clip_coef)
+        per_token = -torch.min(ratio * advantages, clipped * advantages)
+        metrics: dict[str, float] = {}
+        if "ref" in context:
+            ref = pad_rows(context["ref"], logps.shape[1]).to(logps.device)
+            delta = ref - logps
+            kl = torch.exp(delta) - delta - 1
+            if getattr(spec, "use_bias_correction_kl", False):
+                kl = kl * ratio.detach()
+            if getattr(spec, "kl_clamp", None) is not None:
+                kl = kl.clamp(max=spec.kl_clamp)
+            per_token = per_token + spec.beta * kl
+            metrics["kl"] = float((kl.detach() * mask).sum() / norm)
+        loss = (per_token * mask).sum() / norm
+        if self.value_head is not None:
+            value_loss = self.value_loss(rows, context, states, mask, norm)
+            loss = loss + spec.vf_coef * value_loss
+            metrics["value_loss"] = float(value_loss.detach())
+        clip_frac = ((ratio.detach() - 1).abs() > spec.clip_coef).float()
+        metrics.update(
+            loss=float(loss.detach()),
+            clip_fraction=float((clip_frac * mask).sum() / norm),
+        )
+        return loss, metrics
+
+    def token_advantages(
+        self, rows: list[Sample], context: dict[str, Any], width: int
+    ) -> torch.Tensor:
+        """``(B, width)`` advantages aligned with the target tokens (sequence-level here)."""
+        return torch.tensor([s.advantage for s in rows], dtype=torch.float32)[:, None].expand(
+            -1, width
+        )
+
+    value_head: torch.nn.Module | None = None
+
+    def value_loss(self, rows, context, states, mask, norm) -> torch.Tensor:
+        """Value loss of one micro-batch (PPO only)."""
+        raise NotImplementedError
+
+    def learn(self, samples: list[Sample], env: Any = None) -> dict[str, float]:  # type: ignore[override]
+        """One update on a batch of samples: advantages, then ``update_epochs`` of mini-batches.
+
+        Args:
+            samples: What :meth:`rollout` returned for a batch of prompts.
+            env: Unused (the samples carry their tokens).
+
+        Returns:
+            Training metrics: loss, KL, clip fraction, reward statistics, ...
+        """
+        rewards = torch.tensor([s.reward for s in samples])
+        kept, metrics = self.assign_advantages(samples)
+        metrics = {
+            "reward": float(rewards.mean()),
+            "reward_std": float(rewards.std()) if len(rewards) > 1 else 0.0,
+            "completion_tokens": float(sum(s.num_actions for s in samples) / len(samples)),
+            **metrics,
+        }
+        if not distributed.global_sum(len(kept)):
+            self.steps += len(samples)
+            return {**metrics, "loss": 0.0}
+        update = super().learn(kept, env)
+        self.steps += len(samples) - len(kept)
+        summed = ("loss", "kl", "clip_fraction", "value_loss")
+        return distributed.reduce_metrics({**metrics, **update}, summed)
+
+
+class GRPO(RolloutLLMAlgorithm):
+    """Group Relative Policy Optimization."""
+
+    spec_class: ClassVar[type[LLMAlgorithmSpec]] = GRPOSpec
+    hp_names: ClassVar[tuple[str, ...]] = ("lr", "beta", "group_size")
+
+    def assign_advantages(self, samples: list[Sample]) -> tuple[list[Sample], dict[str, float]]:
+        """Group-relative advantages; zero-variance groups counted and optionally dropped."""
+        spec = self.spec
+        rewards = torch.tensor([s.reward for s in samples]).view(-1, self.group_size)
+        mean = rewards.mean(1, keepdim=True)
+        std = rewards.std(1, keepdim=True) if self.group_size > 1 else torch.zeros_like(mean)
+        advantages = rewards - mean
+        if spec.adv_norm == "mean_std":
+            advantages = advantages / (std + 1e-4)
+        if spec.whiten_advantages and advantages.numel() > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        if spec.adv_clip_range is not None:
+            advantages = advantages.clamp(-spec.adv_clip_range, spec.adv_clip_range)
+        zero = (std.squeeze(1) <= spec.adv_filter_eps + 1e-8).tolist()
+        for sample, value in zip(samples, advantages.flatten().tolist(), strict=True):
+            sample.advantage = value
+        kept = [s for s in samples if not (spec.filter_zero_adv and zero[s.group])]
+        return kept, {"frac_reward_zero_std": sum(zero) / len(zero)}
+
+
+class LLMREINFORCE(RolloutLLMAlgorithm):
+    """REINFORCE with a baseline (the batch's mean reward) and ratio clipping."""
+
+    spec_class: ClassVar[type[LLMAlgorithmSpec]] = LLMREINFORCESpec
+
+    def assign_advantages(self, samples: list[Sample]) -> tuple[list[Sample], dict[str, float]]:
+        """Reward minus the batch mean."""
+        rewards = torch.tensor([s.reward for s in samples])
+        baseline = float(rewards.mean())
+        for sample in samples:
+            sample.advantage = sample.reward - baseline
+        return samples, {"baseline": baseline}
+
+
+class LLMPPO(RolloutLLMAlgorithm):
+    """PPO with a value head on the last hidden state, GAE over generated tokens."""
+
+    spec_class: ClassVar[type[LLMAlgorithmSpec]] = LLMPPOSpec
+    hp_names: ClassVar[tuple[str, ...]] = ("lr_actor", "beta")
+    uses_kl_in_reward: ClassVar[bool] = True
+
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        hidden = self.actor.config.hidden_size if hasattr(self.actor, "config") else None
+        hidden = hidden or self.actor.get_base_model().config.hidden_size
+        self.value_head = torch.nn.Linear(hidden, 1).to(self.device)
+        torch.nn.init.zeros_(self.value_head.weight)
+        torch.nn.init.zeros_(self.value_head.bias)
+        critic_lr = self.spec.lr_critic if self.spec.lr_critic is not None else self.spec.lr_actor
+        actor = [p for n, p in self._named_trainable().items() if not n.startswith("value_head.")]
+        return torch.optim.AdamW(
+            [
+                {"params": actor, "lr": self.spec.lr_actor},
+                {"params": list(self.value_head.parameters()), "lr": critic_lr},
+            ]
+        )
+
+    def _apply_lr(self) -> None:
+        critic = self.spec.lr_critic if self.spec.lr_critic is not None else self.spec.lr_actor
+        self.optimizer.param_groups[0]["lr"] = float(self.spec.lr_actor)
+        self.optimizer.param_groups[1]["lr"] = float(critic)
+
+    def _named_trainable(self) -> dict[str, torch.nn.Parameter]:
+        named = super()._named_trainable()
+        if self.value_head is not None:
+            named.update({f"value_head.{n}": p for n, p in self.value_head.named_parameters()})
+        return named
+
+    @torch.no_grad()
+    def prepare(self, rows: list[Sample], env: Any) -> dict[str, Any]:
+        """Old values, reference log-probs, and GAE advantages and returns per token."""
+        spec = self.spec
+        ref = self._reference_rows(rows) if spec.beta > 0 else None
+        was_training = self.actor.training
+        self.actor.eval()
+        self.activate()
+        step = spec.micro_batch_size_per_gpu or len(rows)
+        values: list[torch.Tensor] = []
+        for start in range(0, len(rows), step):
+            chunk = rows[start : start + step]
+            _, states = self._forward(collate(chunk, self.tokenizer.pad_token_id), hidden=True)
+            v = self.value_head(states.float()).squeeze(-1).cpu()
+            values += [v[i, -(len(s.ids) - 1) :] for i, s in enumerate(chunk)]
+        self.actor.train(was_training)
+        advantages, returns = [], []
+        for i, sample in enumerate(rows):
+            mask = torch.tensor(sample.action_mask[1:], dtype=torch.bool)
+            old = torch.tensor(sample.old_logps[1:])
+            rewards = torch.zeros(int(mask.sum()))
+            if ref is not None:
+                rewards -= spec.beta * (old[mask] - ref[i][mask]).clamp(
+                    -(spec.kl_clamp or 1e9), spec.kl_clamp or 1e9
+                )
+            if len(rewards):
+                rewards[-1] += sample.reward
+            adv = _gae(rewards, values[i][mask], spec.gamma, spec.gae_lambda)
+            full_adv = torch.zeros(len(mask))
+            full_adv[mask] = adv
+            full_ret = torch.zeros(len(mask))
+            full_ret[mask] = adv + values[i][mask]
+            advantages.append(full_adv)
+            returns.append(full_ret)
+        if spec.whiten_advantages:
+            flat = torch.cat(
+                [
+                    a[torch.tensor(s.action_mask[1:], dtype=torch.bool)]
+                    for a, s in zip(advantages, rows, strict=True)
+                ]
+            )
+            if flat.numel() > 1:
+                mean, std = flat.mean(), flat.std() + 1e-8
+                advantages = [(a - mean) / std for a in advantages]
+        return {"values": values, "advantages": advantages, "returns": returns}
+
+    def assign_advantages(self, samples: list[Sample]) -> tuple[list[Sample], dict[str, float]]:
+        """Token advantages come from :meth:`prepare` (GAE); nothing to do per sample."""
+        return samples, {}
+
+    def token_advantages(
+        self, rows: list[Sample], context: dict[str, Any], width: int
+    ) -> torch.Tensor:
+        """GAE advantages aligned with the target tokens."""
+        return pad_rows(context["advantages"], width)
+
+    def value_loss(self, rows, context, states, mask, norm) -> torch.Tensor:
+        """Clipped value loss ``0.5 max((v - R)^2, (v_clip - R)^2)`` over generated tokens."""
+        width = mask.shape[1]
+        values = self.value_head(states.float()).squeeze(-1)
+        old = pad_rows(context["values"], width).to(values.device)
+        returns = pad_rows(context["returns"], width).to(values.device)
+        clip = self.spec.clip_coef
+        clipped = old + (values - old).clamp(-clip, clip)
+        loss = 0.5 * torch.max((values - returns) ** 2, (clipped - returns) ** 2)
+        return (loss * mask).sum() / norm
+
+
+def _gae(rewards: torch.Tensor, values: torch.Tensor, gamma: float, lam: float) -> torch.Tensor:
+    """Generalised advantage estimates over one episode's generated tokens (terminal at the end)."""
+    advantages = torch.zeros_like(rewards)
+    running = 0.0
+    for t in reversed(range(len(rewards))):
+        next_value = values[t + 1] if t + 1 < len(rewards) else 0.0
+        delta = rewards[t] + gamma * next_value - values[t]
+        running = delta + gamma * lam * running
+        advantages[t] = running
+    return advantages

@@ -1,0 +1,204 @@
+"""Sampling completions with HF ``generate``: left padding, stop strings, sampler log-probs.
+
+The sampler's log-probabilities are taken from the raw logits ``generate``
+returns, divided by the temperature: the same quantity the update recomputes
+from a forward pass (:func:`token_logps`), so they serve as the "old"
+log-probs of the clipped ratio without a second forward pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from agilerl.llm.model import _takes_logits_to_keep, position_ids_from_mask
+
+
+@dataclass
+class SamplingSettings:
+    """How completions are sampled (from the algorithm spec).
+
+    Attributes:
+        max_new_tokens: Cap on generated tokens per turn.
+        temperature: Sampling temperature (also divides the logits of the log-probs).
+        top_p: Nucleus mass.
+        top_k: Top-k; 0 disables.
+        min_p: Min-p.
+        repetition_penalty: HF repetition penalty.
+        min_new_tokens: Floor on generated tokens.
+        stop_strings: Strings that end a completion (the string is kept).
+        greedy: Argmax decoding (evaluation).
+        chunk_size: Prompts per ``generate`` call (``None``: all at once).
+        max_model_len: Context length: prompt plus completion never exceed it.
+    """
+
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    min_new_tokens: int | None = None
+    stop_strings: list[str] | None = None
+    greedy: bool = False
+    chunk_size: int | None = None
+    max_model_len: int = 1024
+
+
+@dataclass
+class Completion:
+    """One sampled completion: its tokens, their sampler log-probs and text."""
+
+    ids: list[int]
+    logps: list[float]
+    text: str
+
+
+def left_pad(sequences: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(input_ids, attention_mask)`` of ``sequences`` padded on the left."""
+    width = max(map(len, sequences))
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for i, seq in enumerate(sequences):
+        if seq:
+            ids[i, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
+            mask[i, width - len(seq) :] = 1
+    return ids, mask
+
+
+def _cut(tokens: list[int], eos_ids: set[int], pad_id: int) -> int:
+    """Length of a generated row: through the first EOS, else up to the padding."""
+    for i, token in enumerate(tokens):
+        if token in eos_ids:
+            return i + 1
+        if token == pad_id:
+            return i
+    return len(tokens)
+
+
+@torch.no_grad()
+def generate(
+    model: Any, tokenizer: Any, prompts: list[list[int]], settings: SamplingSettings
+) -> list[Completion]:
+    """Sample one completion per prompt (repeat a prompt in ``prompts`` for a group).
+
+    Args:
+        model: Causal LM (a ``PeftModel`` generates with its active adapter).
+        tokenizer: Its tokenizer (pad and EOS ids, stop strings, decoding).
+        prompts: Token ids of each prompt.
+        settings: Sampling settings.
+
+    Returns:
+        One :class:`Completion` per prompt, in order.
+    """
+    chunk = settings.chunk_size or len(prompts)
+    out: list[Completion] = []
+    for start in range(0, len(prompts), chunk):
+        out.extend(_generate_chunk(model, tokenizer, prompts[start : start + chunk], settings))
+    return out
+
+
+def _generate_chunk(
+    model: Any, tokenizer: Any, prompts: list[list[int]], settings: SamplingSettings
+) -> list[Completion]:
+    device = next(model.parameters()).device
+    pad_id = tokenizer.pad_token_id
+    eos = tokenizer.eos_token_id
+    eos_ids = set(eos) if isinstance(eos, list) else {eos}
+    ids, mask = left_pad(prompts, pad_id)
+    budget = max(1, min(settings.max_new_tokens, settings.max_model_len - ids.shape[1]))
+    kwargs: dict[str, Any] = {
+        "max_new_tokens": budget,
+        "pad_token_id": pad_id,
+        "eos_token_id": eos,
+        "return_dict_in_generate": True,
+        "output_logits": True,
+    }
+    if settings.greedy:
+        kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+    else:
+        kwargs.update(
+            do_sample=True,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            top_k=settings.top_k,
+            min_p=settings.min_p or None,
+        )
+    if settings.repetition_penalty != 1.0:
+        kwargs["repetition_penalty"] = settings.repetition_penalty
+    if settings.min_new_tokens:
+        kwargs["min_new_tokens"] = min(settings.min_new_tokens, budget)
+    if settings.stop_strings:
+        kwargs.update(stop_strings=list(settings.stop_strings), tokenizer=tokenizer)
+    if pad_id not in eos_ids:
+        # A sampled pad token would be indistinguishable from padding.
+        kwargs["suppress_tokens"] = [pad_id]
+    from agilerl.llm import distributed
+
+    if distributed.active() and distributed.is_sharded(model):
+        # Every process must run the same number of sharded forward passes.
+        kwargs["synced_gpus"] = True
+    was_training = model.training
+    model.eval()
+    result = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), **kwargs)
+    model.train(was_training)
+    generated = result.sequences[:, ids.shape[1] :].cpu()
+    temperature = 1.0 if settings.greedy else settings.temperature
+    logits = torch.stack(result.logits, dim=1).float().cpu() / temperature
+    logps = torch.log_softmax(logits, dim=-1).gather(-1, generated.unsqueeze(-1)).squeeze(-1)
+    completions = []
+    for row, row_logps in zip(generated.tolist(), logps, strict=True):
+        n = _cut(row, eos_ids, pad_id)
+        text = tokenizer.decode(row[:n], skip_special_tokens=True)
+        completions.append(Completion(ids=row[:n], logps=row_logps[:n].tolist(), text=text))
+    return completions
+
+
+def token_logps(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    keep: int | None = None,
+    hidden: bool = False,
+    position_ids: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs of ``input_ids[:, 1:]`` (the last ``keep`` of them) and optionally hidden states.
+
+    Args:
+        model: Causal LM.
+        input_ids: ``(B, T)`` token ids (left or right padded).
+        attention_mask: ``(B, T)``.
+        temperature: Logits are divided by it (as in the sampler).
+        keep: Only the last ``keep`` target positions (default all ``T - 1``).
+        hidden: Also return the last layer's hidden states at the positions
+            that predict those targets, ``(B, keep, H)``.
+        position_ids: Pass positions computed from the mask (needed under left padding).
+
+    Returns:
+        ``(logps, hidden_states)`` with ``logps`` of shape ``(B, keep)``.
+    """
+    keep = input_ids.shape[1] - 1 if keep is None else keep
+    kwargs: dict[str, Any] = {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "use_cache": False,
+    }
+    if position_ids:
+        kwargs["position_ids"] = position_ids_from_mask(attention_mask)
+    if hidden:
+        kwargs["output_hidden_states"] = True
+    elif _takes_logits_to_keep(model):
+        # The language-model head runs only where a log-prob is wanted (and on the last token).
+        kwargs["logits_to_keep"] = keep + 1
+    out = model(**kwargs)
+    logits = out.logits[:, -keep - 1 : -1].float() / temperature
+    targets = input_ids[:, -keep:]
+    logps = -torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none"
+    ).view(targets.shape)
+    states = out.hidden_states[-1][:, -keep - 1 : -1] if hidden else None
+    return logps, states

@@ -1,0 +1,122 @@
+"""Collect rollouts: play episodes with an agent, turn by turn, into token-level samples.
+
+A sample is one episode's whole conversation as token ids, with a mask of the
+tokens the model generated and their sampler log-probs; the reward is the sum
+of the episode's turn rewards. A group is ``group_size`` episodes of one row
+(GRPO compares completions within it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from agilerl.llm.generation import SamplingSettings, generate, left_pad
+from agilerl.llm.rollout_env import RolloutEnv
+
+
+@dataclass
+class Sample:
+    """One episode, ready for an update.
+
+    Attributes:
+        ids: Prompt and every turn's tokens.
+        action_mask: 1 where the model generated the token.
+        old_logps: Sampler log-prob of each token (0 where not generated).
+        reward: Sum of the turn rewards.
+        group: Index of the row (prompt) the episode came from within the batch.
+        text: The completions' text, turns joined by newlines.
+        advantage: Set by the algorithm before the update.
+        extra: Per-sample tensors an algorithm adds (reference log-probs, values).
+    """
+
+    ids: list[int]
+    action_mask: list[int]
+    old_logps: list[float]
+    reward: float
+    group: int
+    text: str
+    advantage: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_actions(self) -> int:
+        """Generated tokens in the episode."""
+        return sum(self.action_mask)
+
+
+def collect(
+    model: Any,
+    tokenizer: Any,
+    env: RolloutEnv,
+    rows: list[dict[str, Any]],
+    *,
+    group_size: int,
+    settings: SamplingSettings,
+) -> list[Sample]:
+    """Play ``group_size`` episodes of each row; generation is batched over all live episodes.
+
+    Args:
+        model: The policy (its active adapter generates).
+        tokenizer: Its tokenizer.
+        env: The rollout env (episodes, chat rendering, ``max_turns``).
+        rows: Rows of this batch.
+        group_size: Episodes per row (adjacent in the result).
+        settings: Sampling settings.
+
+    Returns:
+        ``len(rows) * group_size`` samples, grouped by row.
+    """
+    episodes = [env.make_episode(row) for row in rows for _ in range(group_size)]
+    samples = []
+    for i, episode in enumerate(episodes):
+        ids = env.encode(episode.first_messages())
+        samples.append(Sample(ids, [0] * len(ids), [0.0] * len(ids), 0.0, i // group_size, text=""))
+    live = list(range(len(episodes)))
+    for turn in range(env.max_turns):
+        if not live:
+            break
+        completions = generate(model, tokenizer, [samples[i].ids for i in live], settings)
+        still = []
+        for i, completion in zip(live, completions, strict=True):
+            sample = samples[i]
+            sample.ids += completion.ids
+            sample.action_mask += [1] * len(completion.ids)
+            sample.old_logps += completion.logps
+            sample.text = completion.text if turn == 0 else f"{sample.text}\n{completion.text}"
+            observation, reward, done = episodes[i].step(completion.text)
+            sample.reward += reward
+            room = settings.max_model_len - len(sample.ids)
+            if not done and observation is not None and turn + 1 < env.max_turns:
+                more = env.encode_turn(observation)
+                if len(more) < room:
+                    sample.ids += more
+                    sample.action_mask += [0] * len(more)
+                    sample.old_logps += [0.0] * len(more)
+                    still.append(i)
+        live = still
+    return samples
+
+
+def collate(samples: list[Sample], pad_id: int) -> dict[str, torch.Tensor]:
+    """Left-padded ``input_ids``, ``attention_mask``, ``action_mask`` and ``old_logps``."""
+    ids, attention = left_pad([s.ids for s in samples], pad_id)
+    width = ids.shape[1]
+    action = torch.zeros_like(ids, dtype=torch.float32)
+    old = torch.zeros_like(ids, dtype=torch.float32)
+    for i, s in enumerate(samples):
+        action[i, width - len(s.ids) :] = torch.tensor(s.action_mask, dtype=torch.float32)
+        old[i, width - len(s.ids) :] = torch.tensor(s.old_logps, dtype=torch.float32)
+    return {"input_ids": ids, "attention_mask": attention, "action_mask": action, "old_logps": old}
+
+
+def pad_rows(rows: list[torch.Tensor], width: int) -> torch.Tensor:
+    """Left-pad 1-D per-sample tensors (aligned with the sequence end) to ``width``."""
+    out = torch.zeros((len(rows), width), dtype=torch.float32)
+    for i, row in enumerate(rows):
+        n = min(len(row), width)
+        if n:
+            out[i, width - n :] = row[-n:]
+    return out

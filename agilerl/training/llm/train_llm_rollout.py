@@ -1,0 +1,232 @@
+"""The rollout LLM loop (GRPO, LLM REINFORCE, LLM PPO): generate, score, learn, evaluate.
+
+One loop for every rollout regime; single-turn reasoning is ``max_turns=1``.
+A *step* is one round: ``batch_size`` prompts, ``group_size`` episodes each,
+one :meth:`learn` call per agent. Every ``evaluation_interval`` rounds each
+agent completes the held-out prompts greedily (``eval_greedy``) and reports
+the mean reward and pass rate (reward at least ``max_reward``); the mean
+reward is its fitness. The run directory gets ``rewards.csv`` (the training
+reward of every round) and ``samples/step_<n>.jsonl`` (held-out completions
+of each evaluation).
+
+Rounds done, fitnesses, every agent's trainable tensors and optimizer state
+and the RNG states are checkpointed, so a resumed run generates and learns
+exactly as the uninterrupted one would have.
+
+Under ``torchrun`` (a process group is initialised, see
+:mod:`agilerl.llm.distributed`) one agent trains data-parallel: each process
+rolls out its share of every batch and of the held-out prompts (seeded by
+rank), updates are combined across processes, and only rank 0 writes the run
+directory. Checkpoints of an FSDP-sharded agent are not written in this
+version (replicated adapters are).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agilerl.llm.evolution import evolve_population
+from agilerl.llm.rollout_env import RolloutEnv
+from agilerl.logging.run_dir import CsvTable
+from agilerl.training.checkpointing import ResumeState, set_rng_state
+from agilerl.training.llm.train_llm_dataset import _context, _export
+from agilerl.training.results import LoopResult
+from agilerl.training.run_context import RunContext
+
+
+def evaluate_agent(
+    agent: Any, env: RolloutEnv, rows: list[dict[str, Any]], *, greedy: bool = True
+) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """Mean reward and pass rate of one completion per held-out row.
+
+    Returns:
+        ``(metrics, samples)``: the metrics and one ``{prompt, completion, reward}`` per row.
+    """
+    samples = agent.rollout(env, rows, greedy=greedy, group_size=1)
+    rewards = [s.reward for s in samples]
+    passed = [r >= env.max_reward - 1e-9 for r in rewards]
+    metrics = {
+        "mean_reward": sum(rewards) / len(rewards),
+        "pass_rate": sum(passed) / len(passed),
+        "completion_tokens": sum(s.num_actions for s in samples) / len(samples),
+    }
+    shown = [
+        {"row": {k: v for k, v in row.items()}, "completion": s.text, "reward": s.reward}
+        for row, s in zip(rows, samples, strict=True)
+    ]
+    return metrics, shown
+
+
+def train_llm_rollout(
+    population: list[Any],
+    env: RolloutEnv,
+    *,
+    max_steps: int = 100,
+    evaluation_interval: int = 10,
+    checkpoint_steps: int | None = None,
+    checkpoint_export: Any = None,
+    max_reward: float | None = None,
+    hpo: bool = False,
+    eval_rows: int | None = 32,
+    eval_greedy: bool = True,
+    run: RunContext | None = None,
+    run_dir: str | Path | None = None,
+    resume: bool = False,
+    stop_after: int | None = None,
+    **_ignored: Any,
+) -> LoopResult:
+    """Fine-tune a population of rollout agents (GRPO, LLM REINFORCE, LLM PPO).
+
+    Args:
+        population: Agents (:class:`~agilerl.algorithms.llm_rollout.RolloutLLMAlgorithm`).
+        env: The rollout env (train and held-out rows).
+        max_steps: Rounds per agent.
+        evaluation_interval: Rounds between held-out evaluations (and one at the end).
+        checkpoint_steps: Rounds between checkpoints (one more at the end).
+        checkpoint_export: Adapter-only or merged exports (default: adapters).
+        max_reward: A completion scoring at least this passes (default: the env's).
+        hpo: Evolve the population (lr, beta, group size) after every
+            evaluation but the last.
+        eval_rows: Held-out rows per evaluation (``None``: all).
+        eval_greedy: Greedy decoding for evaluation.
+        run: Run context from the trainer; otherwise one is made for ``run_dir``.
+        run_dir: Run directory for metrics and checkpoints when called directly.
+        resume: Continue from the newest checkpoint in ``run_dir``.
+        stop_after: Stop (as if interrupted, after a checkpoint) once this many
+            rounds are done; for tests and preemption drills.
+        **_ignored: Trainer keyword arguments that do not apply here.
+
+    Returns:
+        The loop's result (unpacks as ``population, fitnesses``).
+    """
+    from agilerl.arena.models.training import CheckpointExportSpec
+
+    export = checkpoint_export or CheckpointExportSpec()
+    if max_reward is not None:
+        env.max_reward = float(max_reward)
+    from agilerl.llm import distributed
+
+    context = _context(run, run_dir, resume)
+    rank, world = distributed.rank(), distributed.world_size()
+    if world > 1:
+        if len(population) != 1:
+            raise ValueError("data-parallel training runs one agent (pop_size 1)")
+        if rank > 0:  # reads the resume state like rank 0, writes nothing
+            context.run_dir, context.checkpoints = None, None
+        sharded = distributed.is_sharded(population[0].actor)
+        if sharded:
+            context.checkpoints = None
+    spec = population[0].spec
+    seed = spec.seed
+    held_out = env.test[:eval_rows] if eval_rows else env.test
+    held_out = distributed.shard(held_out[: len(held_out) - len(held_out) % world])
+    done, fitnesses, history = 0, [0.0] * len(population), []
+    resumed = context.resume_state
+    if resumed is not None:
+        state = resumed.extra
+        if "agents" in state:  # called directly; the trainer restores the agents itself
+            for agent, agent_state in zip(population, state["agents"], strict=True):
+                agent.load_checkpoint_state(agent_state)
+        done, fitnesses = int(state["rounds"]), list(state["fitnesses"])
+        history = list(state["history"])
+        if resumed.rng is not None:
+            set_rng_state(resumed.rng)
+    if world > 1:  # each rank samples its own completions
+        torch.manual_seed(seed * 1009 + rank + 100_003 * done)
+    rewards_table = CsvTable(context.run_dir.path / "rewards.csv") if context.run_dir else None
+    if rewards_table is not None:
+        rewards_table.truncate(done)
+
+    def save(final: bool) -> None:
+        if context.checkpoints is None:
+            return
+        extra = {"rounds": done, "fitnesses": list(fitnesses), "history": list(history)}
+        loop_state = ResumeState(
+            generation=len(history) // max(1, len(population)),
+            total_steps=done,
+            wall_seconds=context.elapsed(),
+            best_fitness=max(fitnesses) if fitnesses else None,
+            wandb_id=context.wandb_id,
+            extra=extra,
+        )
+        where = context.checkpoints.save(
+            done, [a.checkpoint_state() for a in population], loop_state
+        )
+        best = max(range(len(population)), key=fitnesses.__getitem__)
+        _export(population, where, export, final=final, best=best)
+
+    def evaluate() -> None:
+        rows = []
+        for i, agent in enumerate(population):
+            metrics, shown = evaluate_agent(agent, env, held_out, greedy=eval_greedy)
+            metrics = distributed.reduce_metrics(metrics, ())
+            fitnesses[i] = metrics["mean_reward"]
+            agent.fitness.append(fitnesses[i])
+            hps = {k: getattr(agent.spec, k) for k in agent.hp_names}
+            rows.append({"step": done, "agent": i, **metrics, **hps, "fitness": fitnesses[i]})
+            if context.run_dir is not None:
+                where = context.run_dir.path / "samples" / f"step_{done:06d}_agent_{i}.jsonl"
+                where.parent.mkdir(parents=True, exist_ok=True)
+                where.write_text("".join(json.dumps(r, default=str) + "\n" for r in shown))
+        history.extend(rows)
+        if context.run_dir is not None:
+            context.run_dir.append_metrics(rows)
+        best = rows[max(range(len(rows)), key=lambda j: rows[j]["fitness"])]
+        context.sinks.log({f"eval/{k}": float(v) for k, v in best.items() if k != "agent"}, done)
+
+    started, start_done = time.perf_counter(), done
+    tokens = 0.0
+    while done < max_steps:
+        batch = distributed.shard(env.batch(done, spec.batch_size, seed))
+        round_rows = []
+        for i, agent in enumerate(population):
+            samples = agent.rollout(env, batch)
+            metrics = agent.learn(samples)
+            tokens += sum(s.num_actions for s in samples)
+            round_rows.append({"step": done + 1, "agent": i, **metrics})
+        done += 1
+        if rewards_table is not None:
+            rewards_table.append(round_rows)
+        best_round = max(round_rows, key=lambda r: r["reward"])
+        context.sinks.log({f"train/{k}": float(v) for k, v in best_round.items()}, done)
+        if done % evaluation_interval == 0 or done == max_steps:
+            evaluate()
+            if hpo and len(population) > 1 and done < max_steps:
+                lineage = evolve_population(population, fitnesses, seed=seed * 7919 + done)
+                if context.run_dir is not None:
+                    context.run_dir.append_lineage([{"step": done, **row} for row in lineage])
+        if context.progress is not None:
+            context.progress.update(done, tokens / max(time.perf_counter() - started, 1e-9))
+        stopping = stop_after is not None and done >= stop_after
+        stopping = stopping or context.stop_requested is not None or context.out_of_time()
+        if world > 1:  # every process stops at the same round
+            stopping = distributed.global_sum(float(stopping)) > 0
+        if (checkpoint_steps and done % checkpoint_steps == 0) or stopping or done == max_steps:
+            save(final=done == max_steps)
+        if stopping:
+            break
+    if done >= max_steps:
+        status = "completed"
+    elif context.stop_requested is not None or stop_after is not None:
+        status = "interrupted"
+    else:
+        status = "time_limit"
+    del start_done
+    best = [row["fitness"] for row in history if math.isfinite(row["fitness"])]
+    result = LoopResult(
+        population=population,
+        fitnesses=list(fitnesses),
+        total_steps=done,
+        best_fitness=max(best) if best else None,
+        final_fitness=max(fitnesses) if fitnesses else None,
+        status=status,
+        wall_seconds=context.elapsed(),
+    )
+    context.last_result = result
+    return result

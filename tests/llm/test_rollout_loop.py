@@ -1,0 +1,134 @@
+"""The rollout loop: run directory, evaluation, exact resume, HPO, multi-turn envs, refusals."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from agilerl.arena.models.errors import ConfigError
+from agilerl.arena.models.manifest import TrainingManifest
+from agilerl.builders.llm import LLMBuilder
+from agilerl.launch.compose import split_config
+from agilerl.llm.evolution import population_on_one_base
+from agilerl.llm.rollout_env import load_rollout_env
+from agilerl.training.llm.train_llm_rollout import train_llm_rollout
+
+pytestmark = pytest.mark.llm
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_loop_writes_rewards_samples_and_resumes_exactly(
+    make_rollout_spec, digit_env, left_tokenizer, tmp_path: Path
+) -> None:
+    spec = make_rollout_spec("GRPO", group_size=4, batch_size=2, max_output_tokens=8)
+    straight = LLMBuilder.build(spec, tokenizer=left_tokenizer)
+    result = train_llm_rollout(
+        [straight], digit_env, max_steps=4, evaluation_interval=2, run_dir=tmp_path / "a"
+    )
+    assert result.status == "completed" and result.total_steps == 4
+    rewards = list(csv.DictReader((tmp_path / "a" / "rewards.csv").open()))
+    assert [int(r["step"]) for r in rewards] == [1, 2, 3, 4]
+    metrics = list(csv.DictReader((tmp_path / "a" / "metrics.csv").open()))
+    assert len(metrics) == 2 and {"mean_reward", "pass_rate", "fitness"} <= set(metrics[0])
+    shown = (tmp_path / "a" / "samples" / "step_000004_agent_0.jsonl").read_text().splitlines()
+    assert len(shown) == len(digit_env.test) and "completion" in json.loads(shown[0])
+
+    first = LLMBuilder.build(spec, tokenizer=left_tokenizer)
+    part = train_llm_rollout(
+        [first],
+        digit_env,
+        max_steps=4,
+        evaluation_interval=2,
+        run_dir=tmp_path / "b",
+        stop_after=2,
+    )
+    assert part.status == "interrupted" and part.total_steps == 2
+    second = LLMBuilder.build(spec, tokenizer=left_tokenizer)
+    train_llm_rollout(
+        [second],
+        digit_env,
+        max_steps=4,
+        evaluation_interval=2,
+        run_dir=tmp_path / "b",
+        resume=True,
+    )
+    resumed = list(csv.DictReader((tmp_path / "b" / "rewards.csv").open()))
+    assert [r["reward"] for r in resumed] == [r["reward"] for r in rewards]
+    a, b = straight.trainable_state(), second.trainable_state()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_hpo_evolves_lr_beta_and_group_size(make_rollout_spec, digit_env, left_tokenizer) -> None:
+    spec = make_rollout_spec("GRPO", group_size=4, batch_size=2, max_output_tokens=4, beta=0.001)
+    population = population_on_one_base(spec, left_tokenizer, 3)
+    train_llm_rollout(population, digit_env, max_steps=4, evaluation_interval=1, hpo=True)
+    seen = {(a.spec.lr, a.spec.beta, a.spec.group_size) for a in population}
+    assert len(seen) > 1
+    assert all(isinstance(a.spec.group_size, int) and a.spec.group_size >= 1 for a in population)
+
+
+def test_a_multi_turn_entrypoint_env_appends_observations(
+    make_rollout_spec, left_tokenizer, monkeypatch
+) -> None:
+    from agilerl.arena.models.env import LLMEnvSpec
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    env_spec = LLMEnvSpec(
+        env_type="rollout",
+        entrypoint="multiturn_env:GuessTwice",
+        env_config={"bonus": 1.0},
+        max_turns=2,
+    )
+    with pytest.raises(ConfigError, match="trust_code"):
+        load_rollout_env(env_spec, left_tokenizer, max_model_len=256)
+    env = load_rollout_env(env_spec, left_tokenizer, max_model_len=256, trust_code=True)
+    agent = LLMBuilder.build(
+        make_rollout_spec("GRPO", group_size=2, max_output_tokens=6), tokenizer=left_tokenizer
+    )
+    samples = agent.rollout(env, env.batch(0, 2, 0))
+    assert len(samples) == 4 and all(s.reward >= 1.0 for s in samples)  # two turns, bonus at end
+    text = left_tokenizer.decode(samples[0].ids)
+    assert "Again, another number." in text
+    # Generated tokens come in two runs: the observation between them is not an action.
+    mask = samples[0].action_mask
+    runs = sum(1 for i in range(1, len(mask)) if mask[i] and not mask[i - 1])
+    assert runs == 2
+    assert torch.isfinite(torch.tensor(agent.learn(samples)["loss"]))
+
+
+def test_vllm_or_async_without_cuda_is_refused(compose, tiny_model_dir) -> None:
+    from agilerl.strategies.llm import check_rollout_engine
+
+    cfg = compose(
+        "experiment=grpo_countdown",
+        f"network.pretrained_model_name_or_path={tiny_model_dir}",
+        "training.rollout_mode=async",
+        "training.rollout_engines_per_agent=1",
+        "+algorithm.use_vllm=true",
+        "+algorithm.vllm_config={gpu_memory_utilization: 0.5}",
+    )
+    manifest = TrainingManifest.from_dict(split_config(cfg)[0])
+    with pytest.raises(
+        ConfigError, match=r"use_vllm=true and training.rollout_mode=async needs .*vllm"
+    ):
+        check_rollout_engine(manifest.algorithm, manifest.training)
+
+
+def test_countdown_env_loads_without_code(left_tokenizer) -> None:
+    from agilerl.arena.models.env import LLMEnvSpec
+
+    env_spec = LLMEnvSpec(
+        env_type="rollout",
+        dataset="data/countdown.jsonl",
+        reward="countdown",
+        prompt_template={"user_0": "Using {nums}, make {target}."},
+    )
+    env = load_rollout_env(env_spec, left_tokenizer, max_model_len=128, base_dir=REPO)
+    assert len(env.train) == 180 and len(env.test) == 20
+    episode = env.make_episode(env.test[0])
+    assert episode.step(f"<answer>{env.test[0]['solution']}</answer>")[1] == 1.0
+    assert episode.step("<answer>__import__('os')</answer>")[1] == 0.0
