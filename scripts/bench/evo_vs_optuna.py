@@ -374,7 +374,8 @@ def main() -> None:
         from peer_venv import VENVS, ensure_venv
 
         ensure_venv(VENVS / "agilerl_public", PEER_PACKAGES)
-    tasks = [(route, seed) for seed in args.seeds for route in args.routes]
+    slowest_first = [r for r in ("public", "optuna", "evo") if r in args.routes]
+    tasks = [(route, seed) for route in slowest_first for seed in args.seeds]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         records = list(pool.map(lambda task: _one(*task, args, out), tasks))
     report(records, args.budget)
