@@ -17,7 +17,10 @@ seconds of each, the ratios the goals name (dry run <= 2x the minimal app;
 ``agilerl validate`` <= 1.2x import-pydantic-and-parse), whether the training
 stack (torch, gymnasium, submitit) was imported, and an import-time breakdown.
 
-    python scripts/bench/validate_latency.py [--repeat 7]
+    python scripts/bench/validate_latency.py [--repeat 7] [--repo OTHER_CHECKOUT]
+
+``--repo`` times another checkout of the project (e.g. the main branch, for a
+before/after comparison) with the same baselines.
 """
 
 from __future__ import annotations
@@ -68,18 +71,19 @@ if __name__ == "__main__":
 """
 
 
-def commands(app_dir: Path) -> dict[str, tuple[list[str], Path]]:
+def commands(app_dir: Path, repo: Path = REPO) -> dict[str, tuple[list[str], Path]]:
     """Label -> (python arguments, working directory)."""
+    manifest = repo / MANIFEST.relative_to(REPO)
     return {
         "train.py dry run (valid)": (
             ["train.py", "algorithm=ppo", "env=cartpole", "dry_run=true"],
-            REPO,
+            repo,
         ),
         "train.py dry run (typo, exit 2)": (
             ["train.py", "algorithm=ppo", "env=cartpole", "algorithm.clip_cof=0.3", "dry_run=true"],
-            REPO,
+            repo,
         ),
-        "agilerl validate FILE": (["-m", "agilerl.cli", "validate", str(MANIFEST)], REPO),
+        "agilerl validate FILE": (["-m", "agilerl.cli", "validate", str(manifest)], repo),
         "minimal Hydra + Pydantic app": (
             [str(app_dir / "app.py"), *QUIET, "hydra.run.dir=."],
             app_dir,
@@ -87,21 +91,21 @@ def commands(app_dir: Path) -> dict[str, tuple[list[str], Path]]:
         "import pydantic + parse YAML": (
             [
                 "-c",
-                f"import pydantic, yaml; yaml.safe_load(open({str(MANIFEST)!r}))",
+                f"import pydantic, yaml; yaml.safe_load(open({str(manifest)!r}))",
             ],
-            REPO,
+            repo,
         ),
         "... + validate one Pydantic model": (
             [
                 "-c",
                 "import pydantic, yaml\n"
-                f"data = yaml.safe_load(open({str(MANIFEST)!r}))\n"
+                f"data = yaml.safe_load(open({str(manifest)!r}))\n"
                 "class M(pydantic.BaseModel):\n"
                 "    model_config = pydantic.ConfigDict(extra='allow')\n"
                 "    algorithm: dict\n"
                 "M.model_validate(data)",
             ],
-            REPO,
+            repo,
         ),
     }
 
@@ -141,11 +145,13 @@ def imported(args: list[str], cwd: Path) -> tuple[dict[str, float], list[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--repo", type=Path, default=REPO, help="the checkout to time")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         app_dir = Path(tmp)
         write_minimal_app(app_dir)
-        table = commands(app_dir)
+        table = commands(app_dir, args.repo.resolve())
+        print(f"checkout: {args.repo.resolve()}")
         for command, cwd in table.values():  # warm-up: disk caches, the env facts cache
             run_once(command, cwd)
         walls: dict[str, list[float]] = defaultdict(list)
