@@ -1,16 +1,18 @@
 """Hydra glue: override checks, composition, sweeps, the ledger and SLURM specifics.
 
-Nothing below this package imports Hydra. Importing it registers the
+Nothing below this package imports Hydra. :func:`register_resolvers` registers the
 ``agilerl_job_dir`` resolver used by ``hydra.sweep.subdir`` and ``agilerl_run_name``
-(``hydra.run.dir``).
+(``hydra.run.dir``). Importing this package registers them when OmegaConf is already
+loaded (any Hydra app); the modules that compose configs (``entry``, ``compose``)
+register them on import. ``agilerl validate`` reaches :mod:`agilerl.launch.preflight`
+through this package without loading OmegaConf at all.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-
-from omegaconf import OmegaConf
+import sys
 
 
 def job_dir_name(override_dirname: str) -> str:
@@ -22,13 +24,19 @@ def job_dir_name(override_dirname: str) -> str:
     return f"{readable}-{digest}"
 
 
-OmegaConf.register_new_resolver("agilerl_job_dir", job_dir_name, replace=True)
-
-
 def _run_name(manifest: object, algorithm: object, env: object) -> str:
     from agilerl.launch.run_names import hydra_run_name
 
     return hydra_run_name(manifest, algorithm, env)
 
 
-OmegaConf.register_new_resolver("agilerl_run_name", _run_name, replace=True)
+def register_resolvers() -> None:
+    """Register ``agilerl_job_dir`` and ``agilerl_run_name`` with OmegaConf (idempotent)."""
+    from omegaconf import OmegaConf
+
+    OmegaConf.register_new_resolver("agilerl_job_dir", job_dir_name, replace=True)
+    OmegaConf.register_new_resolver("agilerl_run_name", _run_name, replace=True)
+
+
+if "omegaconf" in sys.modules:
+    register_resolvers()

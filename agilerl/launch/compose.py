@@ -11,8 +11,11 @@ from omegaconf import DictConfig, OmegaConf
 from agilerl.arena.models.errors import ConfigError, problems_from_validation
 from agilerl.arena.models.loading import read_manifest_file
 from agilerl.arena.models.manifest import SECTIONS, TrainingManifest
+from agilerl.launch import register_resolvers
 from agilerl.launch.options import RunOptions
 from agilerl.launch.overrides import MANIFEST_PREFIXES
+
+register_resolvers()
 
 _NOT_MANIFEST = {"hydra"}
 _MANIFEST_GROUPS = ("algorithm", "env", "network", "tuned", "training", "replay_buffer", "hpo")

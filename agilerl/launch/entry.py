@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from agilerl.arena.models.errors import EXIT_USER_ERROR, ConfigError
+from agilerl.launch import register_resolvers
+
+register_resolvers()
 
 EXIT_INTERRUPTED = 130
 _QUIET_HYDRA = (

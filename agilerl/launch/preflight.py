@@ -17,9 +17,14 @@ DEVICE_HINT = "use device=cpu, cuda, cuda:N or mps"
 def check_device(device: str) -> None:
     """Refuse a device torch does not know or this machine does not have.
 
+    ``cpu`` (the default) is accepted without importing torch, so a dry run
+    or ``agilerl validate`` stays fast; other devices need torch to check.
+
     Raises:
         ConfigError: Naming the device and what is available.
     """
+    if str(device).strip() == "cpu":
+        return
     import torch
 
     try:

@@ -1,10 +1,13 @@
 """The manifest contract: specs, registry and manifest, importable without torch.
 
-Importing this package registers every algorithm spec in
-:data:`~agilerl.arena.models.registry.MANIFEST_REGISTRY`.
+Importing this package registers every algorithm name in
+:data:`~agilerl.arena.models.registry.MANIFEST_REGISTRY`; each algorithm's spec
+module is imported on first use (see :mod:`agilerl.arena.models.algorithms`).
 """
 
-from agilerl.arena.models.algorithms import *  # noqa: F403
+from typing import Any as _Any
+
+from agilerl.arena.models import algorithms as _algorithms
 from agilerl.arena.models.algorithms import __all__ as _algorithm_names
 from agilerl.arena.models.env import (
     ACTION_SPACE_KINDS,
@@ -102,3 +105,9 @@ __all__ = [
     "no_op_mutation_probabilities",
     "register",
 ]
+
+
+def __getattr__(name: str) -> _Any:
+    if name in _algorithm_names:
+        return getattr(_algorithms, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

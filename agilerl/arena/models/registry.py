@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -19,6 +20,28 @@ class AlgorithmRegistry:
 
     def __init__(self) -> None:
         self._specs: dict[str, type[AlgorithmSpec]] = {}
+        self._lazy: dict[str, str] = {}
+
+    def add_lazy(self, name: str, module: str) -> None:
+        """Declare that importing ``module`` registers ``name``; it is imported on first use.
+
+        Validating a manifest then imports only its own algorithm's spec module.
+        ``names`` and ``in`` need no import; ``get`` imports the one module and
+        ``items`` imports them all.
+        """
+        if name not in self._specs:
+            self._lazy[name] = module
+
+    def _load(self, name: str) -> None:
+        module = self._lazy.pop(name, None)
+        if module is not None:
+            importlib.import_module(module)
+            if name not in self._specs:
+                raise ImportError(f"{module} was expected to register algorithm {name!r}")
+
+    def _load_all(self) -> None:
+        for name in list(self._lazy):
+            self._load(name)
 
     def add(self, name: str, spec_cls: type[AlgoSpec]) -> None:
         """Register ``spec_cls`` under ``name``.
@@ -35,6 +58,7 @@ class AlgorithmRegistry:
                 stacklevel=2,
             )
         self._specs[name] = spec_cls
+        self._lazy.pop(name, None)
 
     def get(self, name: str) -> type[AlgoSpec]:
         """Look up a spec class by algorithm name.
@@ -49,6 +73,7 @@ class AlgorithmRegistry:
             KeyError: If ``name`` is not registered; the message lists every
                 registered name.
         """
+        self._load(name)
         try:
             return self._specs[name]
         except KeyError:
@@ -87,17 +112,18 @@ class AlgorithmRegistry:
 
     def items(self) -> list[tuple[str, type[AlgoSpec]]]:
         """Return every ``(name, spec class)`` pair, sorted by name."""
+        self._load_all()
         return sorted(self._specs.items())
 
     def names(self) -> list[str]:
         """Return every registered algorithm name, sorted."""
-        return sorted(self._specs)
+        return sorted({*self._specs, *self._lazy})
 
     def __contains__(self, name: object) -> bool:
-        return name in self._specs
+        return name in self._specs or name in self._lazy
 
     def __len__(self) -> int:
-        return len(self._specs)
+        return len({*self._specs, *self._lazy})
 
 
 MANIFEST_REGISTRY = AlgorithmRegistry()

@@ -1,4 +1,11 @@
-"""Algorithm specs, one module per algorithm; importing this registers them all."""
+"""Algorithm specs, one module per algorithm.
+
+Importing this package registers every algorithm name; a spec module is imported
+when its class or its name is first used (``DQNSpec``, ``MANIFEST_REGISTRY.get("DQN")``).
+"""
+
+import importlib
+from typing import Any
 
 from agilerl.arena.models.algorithms.base import (
     LLM_HPO_RANGES,
@@ -13,23 +20,70 @@ from agilerl.arena.models.algorithms.base import (
     SingleAgentAlgorithmSpec,
     VLLMConfig,
 )
-from agilerl.arena.models.algorithms.cqn import CQNSpec
-from agilerl.arena.models.algorithms.ddpg import DDPGSpec, DeterministicPolicySpec
-from agilerl.arena.models.algorithms.dpo import DatasetLLMSpec, DPOSpec
-from agilerl.arena.models.algorithms.dqn import DQNSpec
-from agilerl.arena.models.algorithms.grpo import GRPOSpec
-from agilerl.arena.models.algorithms.ippo import IPPOSpec
-from agilerl.arena.models.algorithms.llm_ppo import LLMPPOSpec
-from agilerl.arena.models.algorithms.llm_reinforce import LLMREINFORCESpec
-from agilerl.arena.models.algorithms.maddpg import MADDPGSpec
-from agilerl.arena.models.algorithms.matd3 import MATD3Spec
-from agilerl.arena.models.algorithms.neural_ts import NeuralTSSpec
-from agilerl.arena.models.algorithms.neural_ucb import NeuralUCBSpec
-from agilerl.arena.models.algorithms.ppo import LRScheduleSpec, PPOSpec, RecurrentPPOSpec
-from agilerl.arena.models.algorithms.rainbow_dqn import RainbowDQNSpec
-from agilerl.arena.models.algorithms.sac import SACSpec
-from agilerl.arena.models.algorithms.sft import SFTSpec
-from agilerl.arena.models.algorithms.td3 import TD3Spec
+from agilerl.arena.models.registry import MANIFEST_REGISTRY
+
+_SPEC_MODULES: dict[str, str] = {
+    "CQNSpec": "cqn",
+    "DDPGSpec": "ddpg",
+    "DeterministicPolicySpec": "ddpg",
+    "DPOSpec": "dpo",
+    "DatasetLLMSpec": "dpo",
+    "DQNSpec": "dqn",
+    "GRPOSpec": "grpo",
+    "IPPOSpec": "ippo",
+    "LLMPPOSpec": "llm_ppo",
+    "LLMREINFORCESpec": "llm_reinforce",
+    "MADDPGSpec": "maddpg",
+    "MATD3Spec": "matd3",
+    "NeuralTSSpec": "neural_ts",
+    "NeuralUCBSpec": "neural_ucb",
+    "LRScheduleSpec": "ppo",
+    "PPOSpec": "ppo",
+    "RecurrentPPOSpec": "ppo",
+    "RainbowDQNSpec": "rainbow_dqn",
+    "SACSpec": "sac",
+    "SFTSpec": "sft",
+    "TD3Spec": "td3",
+}
+"""Spec classes of this package and their modules, imported on first use (``__getattr__``)."""
+
+_REGISTERED_BY: dict[str, str] = {
+    "CQN": "cqn",
+    "DDPG": "ddpg",
+    "DPO": "dpo",
+    "DQN": "dqn",
+    "GRPO": "grpo",
+    "IPPO": "ippo",
+    "LLMPPO": "llm_ppo",
+    "LLMREINFORCE": "llm_reinforce",
+    "MADDPG": "maddpg",
+    "MATD3": "matd3",
+    "NeuralTS": "neural_ts",
+    "NeuralUCB": "neural_ucb",
+    "PPO": "ppo",
+    "RainbowDQN": "rainbow_dqn",
+    "Rainbow DQN": "rainbow_dqn",
+    "RecurrentPPO": "ppo",
+    "Recurrent PPO": "ppo",
+    "SAC": "sac",
+    "SFT": "sft",
+    "TD3": "td3",
+}
+"""Registry names and the module whose import registers them: validating a manifest
+imports only its algorithm's module (a dry run stays fast); listing imports all."""
+
+for _name, _module in _REGISTERED_BY.items():
+    MANIFEST_REGISTRY.add_lazy(_name, f"{__name__}.{_module}")
+
+
+def __getattr__(name: str) -> Any:
+    module = _SPEC_MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 AlgoSpec = SingleAgentAlgorithmSpec | MultiAgentAlgorithmSpec | LLMAlgorithmSpec
 """Any concrete algorithm spec."""

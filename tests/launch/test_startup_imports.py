@@ -1,0 +1,106 @@
+"""Validation at startup speed: a dry run and ``agilerl validate`` import no training stack.
+
+Each test runs the command as a user would (a fresh interpreter, ``-X importtime``)
+and reads which modules were imported. This checks behaviour, not timing: torch,
+gymnasium and the SLURM launcher's ``submitit`` are never needed to validate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFEST = REPO / "tests" / "manifests" / "dqn_lunar_lander.yaml"
+HEAVY = ("torch", "gymnasium", "submitit", "numpy")
+
+
+def _run(args: list[str], cache: Path) -> tuple[subprocess.CompletedProcess, set[str]]:
+    env = {**os.environ, "AGILERL_CACHE_DIR": str(cache)}
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    modules = {
+        match.group(1)
+        for match in re.finditer(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)", done.stderr, re.M)
+    }
+    return done, modules
+
+
+def _heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in HEAVY)
+
+
+def _errors(done: subprocess.CompletedProcess) -> str:
+    lines = done.stderr.splitlines()
+    return "\n".join(line for line in lines if not line.startswith("import time"))
+
+
+@pytest.fixture(scope="module")
+def warm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache directory after one dry run of PPO on CartPole (which makes the env once)."""
+    cache = tmp_path_factory.mktemp("agilerl_cache")
+    done, modules = _run(["train.py", "algorithm=ppo", "env=cartpole", "dry_run=true"], cache)
+    assert done.returncode == 0, _errors(done)
+    assert "gymnasium" in modules  # the first check of an env makes it
+    facts = json.loads((cache / "env_facts.json").read_text())
+    (entry,) = facts["envs"].values()
+    assert entry["shape"] == [4]
+    return cache
+
+
+def test_dry_run_imports_no_training_stack(warm_cache: Path) -> None:
+    done, modules = _run(["train.py", "algorithm=ppo", "env=cartpole", "dry_run=true"], warm_cache)
+    assert done.returncode == 0, _errors(done)
+    assert "name: PPO" in done.stdout
+    assert _heavy(modules) == []
+    assert not any(m.startswith("agilerl.algorithms") for m in modules)
+    assert not any(m.startswith("agilerl.strategies") for m in modules)
+
+
+def test_remembered_env_still_refuses_a_cnn_on_vectors(warm_cache: Path) -> None:
+    done, modules = _run(
+        ["train.py", "algorithm=ppo", "env=cartpole", "network=cnn", "dry_run=true"], warm_cache
+    )
+    assert done.returncode == 2
+    assert "cnn needs image observations" in done.stderr
+    assert "CartPole-v1 observes vectors of shape (4,)" in done.stderr
+    assert _heavy(modules) == []
+
+
+def test_typo_exits_2_naming_the_field_without_the_training_stack(warm_cache: Path) -> None:
+    done, modules = _run(
+        ["train.py", "algorithm=ppo", "env=cartpole", "algorithm.clip_cof=0.3", "dry_run=true"],
+        warm_cache,
+    )
+    assert done.returncode == 2
+    assert "algorithm.clip_cof" in done.stderr and "did you mean clip_coef?" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert _heavy(modules) == []
+
+
+def test_validate_imports_no_training_stack(tmp_path: Path) -> None:
+    done, modules = _run(["-m", "agilerl.cli", "validate", str(MANIFEST)], tmp_path)
+    assert done.returncode == 0, _errors(done)
+    assert done.stdout.startswith(f"ok: {MANIFEST}")
+    assert _heavy(modules) == []
+    assert not any(m.startswith(("hydra", "omegaconf")) for m in modules)
+
+
+def test_a_gpu_device_is_still_checked(warm_cache: Path) -> None:
+    done, _ = _run(
+        ["train.py", "algorithm=ppo", "env=cartpole", "device=gpu0", "dry_run=true"], warm_cache
+    )
+    assert done.returncode == 2
+    assert "device='gpu0' is not a torch device" in done.stderr
