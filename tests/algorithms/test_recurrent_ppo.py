@@ -26,6 +26,11 @@ OBS = spaces.Box(-1.0, 1.0, (2,), np.float32)
 LSTM = {"latent_dim": 16, "encoder_config": {"arch": "lstm", "hidden_state_size": 16}}
 
 
+@pytest.fixture(autouse=True)
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
 def _env(num_envs: int = 4) -> gym.vector.VectorEnv:
     return gym.make_vec(
         CARTPOLE_NOVEL_ID,
@@ -139,11 +144,19 @@ def test_collector_carries_the_state_and_zeroes_it_at_episode_ends() -> None:
     torch.testing.assert_close(buffer.states[0], carried)  # the next rollout continues
 
 
-@pytest.mark.parametrize("kind", BPTT_SEQUENCE_TYPES)
-@pytest.mark.parametrize("share", [False, True])
+@pytest.mark.parametrize(
+    ("kind", "share"), [(kind, False) for kind in BPTT_SEQUENCE_TYPES] + [("chunked", True)]
+)
 def test_learn_updates_both_lstms_for_every_sequence_type(kind: str, share: bool) -> None:
     env = _env(4)
-    agent = _agent(env, bptt_sequence_type=kind, max_seq_len=8, share_encoders=share)
+    agent = _agent(
+        env,
+        bptt_sequence_type=kind,
+        max_seq_len=8,
+        share_encoders=share,
+        update_epochs=2,
+        batch_size=128,
+    )
     buffer = agent.create_rollout_buffer()
     obs, _ = env.reset(seed=1)
     collect_recurrent_rollouts(agent, env, buffer, obs)
