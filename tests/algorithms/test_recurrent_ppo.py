@@ -225,3 +225,35 @@ def test_lstm_mutations_stay_in_bounds_and_keep_each_gate() -> None:
     assert layered["encoder_config"]["num_layers"] == 2
     assert edit_mlp(layered, "encoder", "add_layer", rng) is None
     assert rebuild_agent(agent, layered, seed=0).state_shape == (8, 16)
+
+
+def test_manifest_pairs_recurrence_with_an_lstm_encoder() -> None:
+    from agilerl.arena.models import ConfigError, TrainingManifest
+
+    base = {"environment": {"name": CARTPOLE_NOVEL_ID}}
+    with pytest.raises(ConfigError, match=r"network\.encoder_config\.arch: .*LSTM encoder"):
+        TrainingManifest.from_dict(
+            base | {"algorithm": {"name": "RecurrentPPO"}, "network": {"arch": "mlp"}}
+        )
+    with pytest.raises(ConfigError, match="recurrent_ppo"):
+        TrainingManifest.from_dict(base | {"algorithm": {"name": "PPO"}, "network": LSTM})
+    inferred = TrainingManifest.from_dict(base | {"algorithm": {"name": "RecurrentPPO"}})
+    assert inferred.algorithm.recurrent
+
+
+def test_shipped_lstm_manifest_trains_and_evaluates_from_its_run_dir(tmp_path) -> None:
+    from pathlib import Path
+
+    import yaml
+
+    from agilerl.evaluate import evaluate_checkpoint
+    from agilerl.trainer import LocalTrainer
+
+    repo = Path(__file__).resolve().parents[2]
+    manifest = yaml.safe_load((repo / "tests/manifests/ppo_lstm.yaml").read_text())
+    manifest["training"] |= {"max_steps": 1024, "evo_steps": 512, "eval_loop": 1}
+    run_dir = tmp_path / "run"
+    LocalTrainer.from_manifest(manifest, run_dir=run_dir, seed=0, verbose=False).train()
+    first = evaluate_checkpoint(run_dir, episodes=2)
+    assert len(first.returns) == 2 and all(r > 0 for r in first.returns)
+    assert evaluate_checkpoint(run_dir, episodes=2).returns == first.returns
