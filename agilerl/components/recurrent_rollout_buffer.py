@@ -24,6 +24,7 @@ Steps that appear in several sequences count once per sequence in the loss.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -139,7 +140,7 @@ class RecurrentRolloutBuffer(RolloutBuffer):
         rows: list[tuple[int, int, int]] = []
         for env in range(self.num_envs):
             cuts = [0, *(np.flatnonzero(done[:-1, env]) + 1).tolist(), T]
-            for begin, end in zip(cuts[:-1], cuts[1:], strict=True):
+            for begin, end in itertools.pairwise(cuts):
                 for start in range(begin, end, stride):
                     rows.append((env, start, min(max_seq_len, end - start)))
         windows = np.asarray(rows, dtype=np.int64).reshape(-1, 3)
@@ -180,7 +181,9 @@ class RecurrentRolloutBuffer(RolloutBuffer):
         if not self.computed:
             raise RuntimeError("Call compute_returns_and_advantages() before get_minibatches()")
         if batch_size < 1 or max_seq_len < 1:
-            raise ValueError(f"batch_size and max_seq_len must be >= 1 ({batch_size}, {max_seq_len})")
+            raise ValueError(
+                f"batch_size and max_seq_len must be >= 1 (got {batch_size}, {max_seq_len})"
+            )
         stride = sequence_stride(bptt_sequence_type, max_seq_len)
         _, windows, _ = self._sequence_index(max_seq_len, stride)
         n_batches = self.num_sequence_minibatches(batch_size, max_seq_len, stride)

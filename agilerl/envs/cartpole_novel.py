@@ -36,9 +36,7 @@ class NoVelocityObservation(gym.ObservationWrapper):
         space = env.observation_space
         if not isinstance(space, spaces.Box) or space.shape != (4,):
             raise ValueError(f"NoVelocityObservation needs CartPole's Box(4,), got {space}")
-        self.observation_space = spaces.Box(
-            space.low[_KEPT], space.high[_KEPT], dtype=space.dtype
-        )
+        self.observation_space = spaces.Box(space.low[_KEPT], space.high[_KEPT], dtype=space.dtype)
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
         """``[x, theta]`` of a CartPole observation."""

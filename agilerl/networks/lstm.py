@@ -115,9 +115,7 @@ class LSTMEncoder(nn.Module):
     def _join(hc: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         return torch.cat(hc, dim=0).transpose(0, 1)
 
-    def sequence(
-        self, x: torch.Tensor, state: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def sequence(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Encode time-major sequences without resets.
 
         Args:

@@ -93,8 +93,9 @@ def test_sequences_never_cross_episodes_and_start_from_the_stored_state(kind: st
         term = np.array([(t, n) in done_at for n in range(N)])
         obs = np.stack([[t, n] for n in range(N)]).astype(np.float32)
         state = np.full((N, 2, 3), 100.0 * t) + np.arange(N)[:, None, None]
-        buffer.add(obs, np.zeros(N), np.zeros(N), np.ones(N), np.zeros(N), term, term & False,
-                   state=state)
+        buffer.add(
+            obs, np.zeros(N), np.zeros(N), np.ones(N), np.zeros(N), term, term & False, state=state
+        )
     buffer.compute_returns_and_advantages(np.zeros(N))
     stride = sequence_stride(kind, L)
     windows, total = buffer.sequence_windows(L, stride)
