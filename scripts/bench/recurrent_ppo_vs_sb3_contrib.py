@@ -1,17 +1,18 @@
 """Our Recurrent PPO against sb3-contrib's RecurrentPPO on CartPoleNoVel-v1, in one invocation.
 
-Both sides train with the settings of ``conf/tuned/recurrent_ppo_cartpole_novel.yaml``
-(rl-zoo3's ``CartPoleNoVel-v1`` RecurrentPPO set: 8 envs x 32 steps, batch 256,
-20 epochs, gamma 0.98, gae_lambda 0.8, lr 1e-3 linear to 0, clip 0.2, no
-entropy bonus, a 64-unit LSTM for the actor and another for the critic, one
-64-unit ReLU layer after each), one torch thread, the same seeds and the same
-env budget, with no evaluation during training. rl-zoo3 also normalises the
-observations (VecNormalize); neither side does here, so the settings stay the
-same. At the end each side's greedy policy plays the same seeded episodes.
+Both sides train with the same settings, one torch thread, the same seeds and
+the same env budget, with no evaluation during training; at the end each side's
+greedy policy plays the same seeded episodes. ``--preset tuned`` (default) is
+``conf/tuned/recurrent_ppo_cartpole_novel.yaml``; ``--preset zoo`` is rl-zoo3's
+``CartPoleNoVel-v1`` RecurrentPPO set (lr 1e-3 linear, gae_lambda 0.8, 20 epochs,
+ReLU layers) on top of it. Both: 8 envs x 32 steps, batch 256, gamma 0.98, clip
+0.2, no entropy bonus, a 64-unit LSTM for the actor and another for the critic,
+one 64-unit layer after each. rl-zoo3 also normalises observations
+(VecNormalize); neither side does here, so the settings stay the same.
 Prints env steps/s, the greedy return, and the ratio ours / sb3-contrib.
 
     pip install -e ".[bench]"
-    python scripts/bench/recurrent_ppo_vs_sb3_contrib.py [--steps 100000] [--seeds 0]
+    python scripts/bench/recurrent_ppo_vs_sb3_contrib.py [--steps 100000] [--seeds 0] [--preset zoo]
 """
 
 from __future__ import annotations
@@ -27,9 +28,18 @@ import torch
 
 EVAL_EPISODES = 20
 CONF = Path(__file__).resolve().parents[2] / "conf"
+PRESETS = {
+    "tuned": [],
+    "zoo": [
+        "algorithm.lr=0.001",
+        "algorithm.gae_lambda=0.8",
+        "algorithm.update_epochs=20",
+        "network.head_config.activation=ReLU",
+    ],
+}
 
 
-def tuned_manifest(steps: int) -> dict:
+def tuned_manifest(steps: int, preset: str) -> dict:
     """The shipped preset, composed as ``train.py algorithm=recurrent_ppo env=cartpole_novel``."""
     from hydra import compose, initialize_config_dir
 
@@ -44,6 +54,7 @@ def tuned_manifest(steps: int) -> dict:
         "training.target_score=null",
         "training.eval_loop=1",
         "training.eval_steps=1",  # the comparison's evaluation comes after training
+        *PRESETS[preset],
     ]
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
         cfg = compose(config_name="config", overrides=normalise_overrides(overrides, CONF))
@@ -72,6 +83,7 @@ def run_sb3_contrib(manifest: dict, seed: int) -> dict[str, float]:
     from sb3_contrib import RecurrentPPO
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.monitor import Monitor
 
     from agilerl.envs.cartpole_novel import CARTPOLE_NOVEL_ID
 
@@ -112,7 +124,7 @@ def run_sb3_contrib(manifest: dict, seed: int) -> dict[str, float]:
     start = time.perf_counter()
     model.learn(total_timesteps=steps)
     wall = time.perf_counter() - start
-    eval_env = gym.make(CARTPOLE_NOVEL_ID)
+    eval_env = Monitor(gym.make(CARTPOLE_NOVEL_ID))
     eval_env.reset(seed=10_000 + seed)
     returns, _ = evaluate_policy(
         model,
@@ -133,9 +145,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100_000, help="env steps per run")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="tuned")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    manifest = tuned_manifest(args.steps)
+    manifest = tuned_manifest(args.steps, args.preset)
     results: dict[str, list[dict[str, float]]] = {"ours": [], "sb3c": []}
     with tempfile.TemporaryDirectory() as tmp:
         for seed in args.seeds:
