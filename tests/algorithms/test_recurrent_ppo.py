@@ -258,3 +258,11 @@ def test_shipped_lstm_manifest_trains_and_evaluates_from_its_run_dir(tmp_path) -
     first = evaluate_checkpoint(run_dir, episodes=2)
     assert len(first.returns) == 2 and all(r > 0 for r in first.returns)
     assert evaluate_checkpoint(run_dir, episodes=2).returns == first.returns
+
+
+def test_parameter_noise_leaves_the_lstm_alone() -> None:
+    from agilerl.hpo.mutation import policy_weight_matrices
+
+    names = [name for name, _ in policy_weight_matrices(_agent(_env(2)))]
+    assert names and not any("lstm" in name for name in names)
+    assert "actor.encoder.projection.weight" in names
