@@ -203,7 +203,7 @@ class PPO(SingleAgentAlgorithm):
             self._act_state = None
             return
         mask = torch.as_tensor(np.asarray(done, dtype=bool), device=self._act_state.device)
-        self._act_state[mask] = 0.0
+        self._act_state = self._act_state.masked_fill(mask[:, None, None], 0.0)
 
     def _recurrent_outputs(
         self, obs: Any, state: torch.Tensor, sequences: bool = False

@@ -72,7 +72,9 @@ def collect_recurrent_rollouts(
                     env.single_observation_space, [info["final_obs"][i] for i in idx]
                 )
                 bootstrap = np.zeros(num_envs, dtype=np.float32)
-                bootstrap[idx] = agent.get_value(final, next_state[torch.as_tensor(idx)])
+                bootstrap[idx] = agent.get_value(
+                    final, next_state[torch.as_tensor(idx, device=next_state.device)]
+                )
             buffer.add(
                 obs,
                 out.action,
@@ -94,7 +96,7 @@ def collect_recurrent_rollouts(
                     finished_lengths.append(int(buffer.running_lengths[i]))
                     buffer.running_returns[i] = 0.0
                     buffer.running_lengths[i] = 0
-                next_state[torch.as_tensor(done)] = 0.0
+                next_state[torch.as_tensor(done, device=next_state.device)] = 0.0
             state, obs = next_state, next_obs
         last_value = agent.get_value(obs, state)
     buffer.rollout_state = state.cpu()

@@ -266,3 +266,15 @@ def test_parameter_noise_leaves_the_lstm_alone() -> None:
     names = [name for name, _ in policy_weight_matrices(_agent(_env(2)))]
     assert names and not any("lstm" in name for name in names)
     assert "actor.encoder.projection.weight" in names
+
+
+def test_reset_state_zeroes_only_the_flagged_envs() -> None:
+    env = _env(3)
+    agent = _agent(env)
+    agent.act(env.reset(seed=0)[0])
+    before = agent._act_state.clone()
+    agent.reset_state(np.array([False, True, False]))
+    assert torch.all(agent._act_state[1] == 0)
+    torch.testing.assert_close(agent._act_state[[0, 2]], before[[0, 2]])
+    agent.reset_state()
+    assert agent._act_state is None
