@@ -122,11 +122,11 @@ class PPO(SingleAgentAlgorithm):
     def _check(self) -> None:
         action_kind(self.action_space)  # raises ValueError naming an unsupported space
         arch = self.net_config["encoder_config"]["arch"]
-        if self.spec.recurrent != (arch == "lstm"):
+        if self.spec.recurrent and arch != "lstm":
+            raise ValueError(f"recurrent: true needs an arch: lstm encoder, not {arch!r}")
+        if arch == "lstm" and not self.spec.recurrent:
             raise ValueError(
-                f"recurrent: {str(self.spec.recurrent).lower()} needs "
-                + ("an arch: lstm encoder" if self.spec.recurrent else "recurrent: true")
-                + f" (network arch is {arch!r}); set network.arch: lstm with recurrent: true"
+                "an arch: lstm encoder needs recurrent: true (algorithm=recurrent_ppo)"
             )
         schedule = self.spec.lr_schedule
         if schedule is not None and schedule.kind == "linear" and not self.total_steps:
