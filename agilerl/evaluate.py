@@ -162,6 +162,8 @@ def evaluate_checkpoint(
         check_spaces(algo, env, env_spec)
         for episode in range(episodes):
             obs, _ = env.reset(seed=seed + episode)
+            if hasattr(algo, "reset_state"):  # a recurrent policy starts from a zero state
+                algo.reset_state()
             total, done = 0.0, False
             while not done:
                 if video:

@@ -142,6 +142,9 @@ CASES: dict[str, Case] = {
     "python train.py experiment=ppo_cartpole": Case(
         budget=SMALL, expect=["PPO on CartPole-v1: ", *RUN_END], marks=SLOW
     ),
+    "python train.py algorithm=recurrent_ppo env=cartpole_novel": Case(
+        budget=SMALL, expect=["on CartPoleNoVel-v1: ", *RUN_END], marks=SLOW
+    ),
     "python train.py algorithm=ppo env=cartpole dry_run=true": Case(
         expect=["algorithm:\n  name: PPO", "name: CartPole-v1"]
     ),
@@ -293,6 +296,9 @@ CASES: dict[str, Case] = {
     ),
     "python scripts/bench/ppo_cartpole_vs_sb3.py": Case(
         budget={"--seeds": "0"}, expect=["median steps/s: ours"], marks=SLOW
+    ),
+    "python scripts/bench/recurrent_ppo_vs_sb3_contrib.py": Case(
+        budget={"--steps": "2048"}, expect=["median steps/s: ours"], marks=SLOW
     ),
     "ruff check . && ruff format --check .": Case(
         expect=["All checks passed!", "files already formatted"], in_repo=True

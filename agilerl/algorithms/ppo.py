@@ -11,6 +11,7 @@ from torch import nn
 
 from agilerl.algorithms.core.base import SingleAgentAlgorithm
 from agilerl.arena.models.algorithms.ppo import PPOSpec
+from agilerl.components.recurrent_rollout_buffer import RecurrentRolloutBuffer
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.networks.actors import StochasticActor, action_kind
 from agilerl.networks.fastgrad import GradTape, run
@@ -71,9 +72,18 @@ class PPO(SingleAgentAlgorithm):
 
     Create a new buffer after ``learn_step`` or ``num_envs`` change (mutation).
 
+    Recurrent PPO (``recurrent: true``, an ``arch: lstm`` encoder, inferred when
+    the network section names none): the policy carries an LSTM state per env
+    (:func:`agilerl.training.collect_recurrent.collect_recurrent_rollouts` keeps
+    it across rollouts and zeroes it at episode ends), the buffer stores the
+    state of every step, and :meth:`learn` runs the same loss over sequence
+    minibatches (truncated BPTT over ``max_seq_len`` steps, the whole rollout
+    when unset, cut as ``bptt_sequence_type`` says; see
+    :mod:`agilerl.components.recurrent_rollout_buffer`). :meth:`act` keeps its
+    own state for evaluation; :meth:`reset_state` starts episodes over.
+
     Raises:
         ValueError: For an unsupported action space or invalid settings.
-        NotImplementedError: For ``recurrent=True`` (Recurrent PPO is not built yet).
     """
 
     spec_class: ClassVar[type] = PPOSpec
@@ -96,18 +106,28 @@ class PPO(SingleAgentAlgorithm):
     network_names = ("actor", "critic")
     optimizer_names = ("optimizer",)
 
-    @classmethod
-    def unsupported_reason(cls, spec: Any) -> str | None:
-        """Recurrent policies (``recurrent: true``) are not built in this version."""
-        if spec.recurrent:
-            return "Recurrent PPO (recurrent: true) is not built in this version yet"
-        return None
+    @property
+    def net_config(self) -> dict[str, Any]:
+        """The network section resolved for the observation space (``lstm`` when recurrent)."""
+        section = self.spec.net_config
+        if self._net_key is not section:
+            from agilerl.networks.config import resolve_net_config
+
+            self._net_config = resolve_net_config(
+                section, self.observation_space, recurrent=self.spec.recurrent
+            )
+            self._net_key = section
+        return self._net_config
 
     def _check(self) -> None:
-        reason = self.unsupported_reason(self.spec)
-        if reason:
-            raise NotImplementedError(f"{reason}; use recurrent: false")
         action_kind(self.action_space)  # raises ValueError naming an unsupported space
+        arch = self.net_config["encoder_config"]["arch"]
+        if self.spec.recurrent and arch != "lstm":
+            raise ValueError(f"recurrent: true needs an arch: lstm encoder, not {arch!r}")
+        if arch == "lstm" and not self.spec.recurrent:
+            raise ValueError(
+                "an arch: lstm encoder needs recurrent: true (algorithm=recurrent_ppo)"
+            )
         schedule = self.spec.lr_schedule
         if schedule is not None and schedule.kind == "linear" and not self.total_steps:
             raise ValueError("A linear lr_schedule needs total_steps (the run's env steps)")
@@ -144,6 +164,7 @@ class PPO(SingleAgentAlgorithm):
         self._to_tensor = make_obs_converter(self.observation_space, self.device)
         self._fused: FusedActorCritic | None = None
         self._fused_key: tuple[int, ...] | None = None
+        self._act_state: torch.Tensor | None = None
 
     @property
     def steps_per_env(self) -> int:
@@ -151,16 +172,70 @@ class PPO(SingleAgentAlgorithm):
         return math.ceil(self.spec.learn_step / self.spec.num_envs)
 
     def create_rollout_buffer(self) -> RolloutBuffer:
-        """A :class:`RolloutBuffer` sized for ``learn_step`` and ``num_envs``."""
-        return RolloutBuffer(
-            self.steps_per_env,
-            self.spec.num_envs,
-            self.observation_space,
-            self.action_space,
-            device=(self.spec.rollout_buffer_config or {}).get("device", self.device),
-            gamma=self.gamma,
-            gae_lambda=self.gae_lambda,
-        )
+        """A :class:`RolloutBuffer` sized for ``learn_step`` and ``num_envs``.
+
+        A :class:`RecurrentRolloutBuffer` (with room for the policy's states) when recurrent.
+        """
+        args = (self.steps_per_env, self.spec.num_envs, self.observation_space, self.action_space)
+        kwargs = {
+            "device": (self.spec.rollout_buffer_config or {}).get("device", self.device),
+            "gamma": self.gamma,
+            "gae_lambda": self.gae_lambda,
+        }
+        if self.spec.recurrent:
+            return RecurrentRolloutBuffer(*args, state_shape=self.state_shape, **kwargs)
+        return RolloutBuffer(*args, **kwargs)
+
+    # --- recurrent state --------------------------------------------------------------
+    @property
+    def state_shape(self) -> tuple[int, int]:
+        """Per-env recurrent state: the actor encoder's, then the critic's unless shared."""
+        rows, width = self.actor.encoder.state_shape
+        return (rows if self.spec.share_encoders else 2 * rows, width)
+
+    def initial_state(self, batch_size: int) -> torch.Tensor:
+        """A zero (episode-start) recurrent state for ``batch_size`` envs."""
+        return torch.zeros((batch_size, *self.state_shape), device=self.device)
+
+    def reset_state(self, done: Any = None) -> None:
+        """Start the episodes of :meth:`act` over: all (``done=None``) or where ``done`` is set."""
+        if done is None or self._act_state is None:
+            self._act_state = None
+            return
+        mask = torch.as_tensor(np.asarray(done, dtype=bool), device=self._act_state.device)
+        self._act_state = self._act_state.masked_fill(mask[:, None, None], 0.0)
+
+    def _recurrent_outputs(
+        self, obs: Any, state: torch.Tensor, sequences: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(actor latent, critic latent, next state)`` from the LSTM encoders.
+
+        ``obs`` is one step ``[B, ...]`` or, with ``sequences``, ``[L, B, ...]``.
+        """
+        encode = "sequence" if sequences else "step"
+        rows = self.actor.encoder.state_shape[0]
+        actor_latent, actor_next = getattr(self.actor.encoder, encode)(obs, state[:, :rows])
+        if self.spec.share_encoders:
+            return actor_latent, actor_latent, actor_next
+        critic_latent, critic_next = getattr(self.critic.encoder, encode)(obs, state[:, rows:])
+        return actor_latent, critic_latent, torch.cat((actor_next, critic_next), dim=1)
+
+    def recurrent_step(
+        self, obs: Any, state: torch.Tensor, greedy: bool = False
+    ) -> tuple[PolicyStep, torch.Tensor]:
+        """Act from recurrent ``state`` (``[B, *state_shape]``): the step and the next state."""
+        with torch.inference_mode():
+            actor_latent, critic_latent, state = self._recurrent_outputs(
+                self._to_tensor(obs), state.to(self.device)
+            )
+            params = self.actor.head.forward(actor_latent)
+            value = self.critic.head.forward(critic_latent).squeeze(-1)
+            action, log_prob = self.actor.sample(params, greedy)
+            raw = action.cpu().numpy()
+            step = PolicyStep(
+                raw, self.actor.to_env_action(raw), log_prob.cpu().numpy(), value.cpu().numpy()
+            )
+            return step, state
 
     # --- acting -----------------------------------------------------------------------
     def _fused_policy(self) -> FusedActorCritic | None:
@@ -204,6 +279,13 @@ class PPO(SingleAgentAlgorithm):
             obs: Observation batch from a vector env (numpy or tensors).
             greedy: Take the distribution's mode.
         """
+        if self.spec.recurrent:  # acting state of act()/test(); see reset_state
+            batch = len(obs[next(iter(obs))]) if isinstance(obs, dict) else len(obs)
+            state = self._act_state
+            if state is None or state.shape[0] != batch:
+                state = self.initial_state(batch)
+            step, self._act_state = self.recurrent_step(obs, state, greedy)
+            return step
         with torch.inference_mode():
             action, log_prob, value = self._act(self._to_tensor(obs), greedy)
             if self.device.type != "cpu":
@@ -226,9 +308,15 @@ class PPO(SingleAgentAlgorithm):
         step = self.policy_step(obs, greedy)
         return step.env_action, step.log_prob, step.value
 
-    def get_value(self, obs: Any) -> np.ndarray:
-        """``V(obs)`` as a numpy array ``[B]``."""
+    def get_value(self, obs: Any, state: torch.Tensor | None = None) -> np.ndarray:
+        """``V(obs)`` as a numpy array ``[B]`` (from recurrent ``state`` when recurrent)."""
         with torch.inference_mode():
+            if self.spec.recurrent:
+                obs = self._to_tensor(obs)
+                if state is None:
+                    state = self.initial_state(obs.shape[0])
+                latent = self._recurrent_outputs(obs, state.to(self.device))[1]
+                return self.critic.head.forward(latent).squeeze(-1).cpu().numpy()
             return self.critic.forward(self._to_tensor(obs)).cpu().numpy()
 
     # --- learning ---------------------------------------------------------------------
@@ -258,6 +346,27 @@ class PPO(SingleAgentAlgorithm):
             params = run(actor.head, run(actor.encoder, obs, tape), tape)
             value = run(critic.head, run(critic.encoder, obs, tape), tape)
         return params, value.squeeze(-1)
+
+    def _batch_outputs(self, batch: dict[str, Any], tape: GradTape) -> tuple[torch.Tensor, ...]:
+        """Actor-head output and value of a minibatch's steps (flat or sequences)."""
+        if "states" not in batch:
+            return self._forward_all(batch["observations"], tape)
+        actor_latent, critic_latent, _ = self._recurrent_outputs(
+            batch["observations"], batch["states"], sequences=True
+        )
+        mask = batch["mask"]
+        params = run(self.actor.head, actor_latent[mask], tape)
+        value = run(self.critic.head, critic_latent[mask], tape)
+        return params, value.squeeze(-1)
+
+    def _minibatches(self, buffer: RolloutBuffer) -> Any:
+        """One epoch of minibatches: BPTT sequences when recurrent, else shuffled steps."""
+        spec = self.spec
+        if not spec.recurrent:
+            return buffer.get_minibatches(spec.batch_size)
+        return buffer.get_sequence_minibatches(
+            spec.batch_size, spec.max_seq_len or buffer.pos, spec.bptt_sequence_type
+        )
 
     def evaluate_actions(
         self, obs: Any, actions: torch.Tensor
@@ -296,7 +405,7 @@ class PPO(SingleAgentAlgorithm):
         for epoch in range(spec.update_epochs):
             diagnose = spec.target_kl is not None or epoch == spec.update_epochs - 1
             batches = 0
-            for index, batch in enumerate(buffer.get_minibatches(spec.batch_size)):
+            for index, batch in enumerate(self._minibatches(buffer)):
                 tape = GradTape()
                 loss, stats = self._loss(batch, tape, diagnose)
                 self._check_finite(stats, epoch, index)
@@ -342,7 +451,7 @@ class PPO(SingleAgentAlgorithm):
         spec = self.spec
         clip = spec.clip_coef
         want_entropy = spec.ent_coef != 0.0 or diagnose
-        params, value = self._forward_all(batch["observations"], tape)
+        params, value = self._batch_outputs(batch, tape)
         log_prob, entropy = self.actor.evaluate(params, batch["actions"], with_entropy=want_entropy)
         advantages = batch["advantages"]
         if spec.normalize_advantages and advantages.numel() > 1:

@@ -12,6 +12,7 @@ from gymnasium.vector import AutoresetMode
 
 from agilerl.arena.models.env import GymEnvSpec
 from agilerl.arena.models.errors import ConfigError, did_you_mean
+from agilerl.envs import cartpole_novel  # noqa: F401  (registers CartPoleNoVel-v1)
 
 
 def _check_registered(name: str) -> None:

@@ -7,7 +7,9 @@ Two halves:
   edited: the ``head_config`` (always an MLP) and the ``encoder_config`` when
   its ``arch`` is ``"mlp"``. Every edit stays within the section's
   ``min/max_hidden_layers`` and ``min/max_mlp_nodes`` (and the top-level
-  ``min/max_latent_dim`` for the encoder's output width).
+  ``min/max_latent_dim`` for the encoder's output width). An ``lstm`` encoder
+  is edited too: layer edits change ``num_layers`` within ``min/max_layers``,
+  node edits ``hidden_state_size`` within ``min/max_hidden_state_size``.
 * :func:`rebuild_agent`: a fresh agent of the same class built from
   ``init_kwargs()`` with the new ``net_config``, with every tensor of every
   network (``network_names``) copied over from the old agent where shapes
@@ -58,6 +60,7 @@ ARCH_OPS: tuple[str, ...] = ("add_layer", "remove_layer", "add_nodes", "remove_n
 _SECTIONS = {"encoder": "encoder_config", "head": "head_config"}
 _STACK_ATTRS = ("linears", "layers")
 _LAYER_KEY = re.compile(r"^(?P<stack>(?:.*\.)?(?P<attr>linears|layers|norms))\.(?P<i>\d+)\.")
+_LSTM_GATES = re.compile(r"(?:^|\.)(?:weight|bias)_(?:ih|hh)_l\d+$")  # 4 gate blocks on dim 0
 _DEFAULT_BOUNDS = {
     "min_hidden_layers": 1,
     "max_hidden_layers": 6,
@@ -75,8 +78,30 @@ def editable_sections(net_config: Mapping[str, Any]) -> list[str]:
         (CNN, multi-input and other encoders are left alone).
     """
     encoder = net_config.get("encoder_config") or {}
-    sections = ["encoder"] if encoder.get("arch", "mlp") == "mlp" else []
+    sections = ["encoder"] if encoder.get("arch", "mlp") in ("mlp", "lstm") else []
     return [*sections, "head"]
+
+
+def _edit_lstm(
+    cfg: dict[str, Any], sec: dict[str, Any], op: str, rng: np.random.Generator
+) -> tuple[dict[str, Any], str] | None:
+    """An ``lstm`` encoder edit (``sec`` is ``cfg``'s encoder section, edited in place)."""
+    if op in ("add_layer", "remove_layer"):
+        old = int(sec.get("num_layers", 1))
+        low, high = int(sec.get("min_layers", 1)), int(sec.get("max_layers", 6))
+        new = old + (1 if op == "add_layer" else -1)
+        if not max(low, 1) <= new <= high:
+            return None
+        sec["num_layers"] = new
+        return cfg, f"encoder {op} lstm layers {old}->{new}"
+    old = int(sec["hidden_state_size"])
+    low = int(sec.get("min_hidden_state_size", 8))
+    high = max(low, int(sec.get("max_hidden_state_size", 256)))
+    new = _resize(old, 1 if op == "add_nodes" else -1, low, high, rng)
+    if new is None:
+        return None
+    sec["hidden_state_size"] = new
+    return cfg, f"encoder {op} lstm hidden {old}->{new}"
 
 
 def mlp_bounds(section_config: Mapping[str, Any]) -> tuple[int, int, int, int]:
@@ -160,6 +185,8 @@ def edit_mlp(
     cfg = copy.deepcopy(dict(net_config))
     sec = dict(cfg.get(key) or {})
     cfg[key] = sec
+    if section == "encoder" and sec.get("arch") == "lstm":
+        return _edit_lstm(cfg, sec, op, rng)
     sizes = [int(h) for h in sec.get("hidden_size", [])]
     min_layers, max_layers, min_nodes, max_nodes = mlp_bounds(sec)
     if op == "add_layer":
@@ -273,7 +300,8 @@ def transfer_weights(old: nn.Module, new: nn.Module) -> int:
 
     Tensors are matched by state-dict name (see the module docstring for layer
     stacks); for tensors of the same rank the leading ``[:min(old, new)]``
-    slice of every dimension is copied, the rest of ``new`` keeps its values.
+    slice of every dimension is copied, the rest of ``new`` keeps its values
+    (LSTM weights and biases per gate, so a wider state keeps every gate's old units).
     Parameters are written in place, so optimizers built over ``new`` stay valid.
 
     Returns:
@@ -291,6 +319,12 @@ def transfer_weights(old: nn.Module, new: nn.Module) -> int:
             continue
         if source.dim() == 0:
             target.copy_(source)
+        elif _LSTM_GATES.search(key):
+            gates = target.view(4, -1, *target.shape[1:])
+            old_gates = source.reshape(4, -1, *source.shape[1:])
+            pairs = zip(gates.shape, old_gates.shape, strict=True)
+            region = tuple(slice(0, min(a, b)) for a, b in pairs)
+            gates[region].copy_(old_gates[region])
         else:
             pairs = zip(target.shape, source.shape, strict=True)
             region = tuple(slice(0, min(a, b)) for a, b in pairs)

@@ -385,8 +385,8 @@ def policy_network_names(agent: Any) -> list[str]:
 def policy_weight_matrices(agent: Any) -> list[tuple[str, torch.Tensor]]:
     """``(qualified name, parameter)`` of the trainable 2-D weights of the policy network(s).
 
-    Norm parameters (1-D), biases, frozen parameters and noise scales
-    (``*sigma*``) are excluded; shared parameters appear once.
+    Norm parameters (1-D), biases, frozen parameters, noise scales (``*sigma*``)
+    and recurrent (LSTM) weights are excluded; shared parameters appear once.
     """
     seen: set[int] = set()
     out: list[tuple[str, torch.Tensor]] = []
@@ -397,6 +397,7 @@ def policy_weight_matrices(agent: Any) -> list[tuple[str, torch.Tensor]]:
                 or not param.requires_grad
                 or not param.is_floating_point()
                 or "sigma" in name
+                or ".lstm." in f".{name}"
                 or id(param) in seen
             ):
                 continue

@@ -30,6 +30,7 @@ from agilerl.arena.models.networks import (
     SimbaSpec,
 )
 from agilerl.networks.cnn import EvolvableCNN
+from agilerl.networks.lstm import LSTMEncoder
 from agilerl.networks.mlp import EvolvableMLP
 from agilerl.networks.multi_input import EvolvableMultiInput
 from agilerl.networks.simba import SimbaEncoder
@@ -45,13 +46,27 @@ _ENCODER_SPECS = {
 }
 
 
-def infer_arch(observation_space: spaces.Space) -> str:
-    """Encoder kind for a space: Dict/Tuple -> multiinput, 3-D Box -> cnn, else mlp."""
+def infer_arch(observation_space: spaces.Space, recurrent: bool = False) -> str:
+    """Encoder kind for a space: Dict/Tuple -> multiinput, 3-D Box -> cnn, else lstm
+    for a recurrent policy, else mlp."""
     if isinstance(observation_space, spaces.Dict | spaces.Tuple):
         return "multiinput"
     if is_image_space(observation_space):
         return "cnn"
-    return "mlp"
+    return "lstm" if recurrent else "mlp"
+
+
+def _fit_multi_input(encoder: dict[str, Any], observation_space: spaces.Space) -> dict[str, Any]:
+    """A multi-input layout (``mlp_config`` / ``cnn_config``) for a space that is not composite.
+
+    A section written for Dict observations names its sub-encoders; on a single
+    image space its ``cnn_config`` is the encoder, on a flat space its ``mlp_config``.
+    """
+    if isinstance(observation_space, spaces.Dict | spaces.Tuple):
+        return encoder
+    if is_image_space(observation_space):
+        return {**(encoder.get("cnn_config") or {}), "arch": "cnn"}
+    return {**(encoder.get("mlp_config") or {}), "arch": "mlp"}
 
 
 def _dump(spec_cls: type, data: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -59,7 +74,9 @@ def _dump(spec_cls: type, data: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def resolve_net_config(
-    net_config: NetworkSpec | Mapping[str, Any] | None, observation_space: spaces.Space
+    net_config: NetworkSpec | Mapping[str, Any] | None,
+    observation_space: spaces.Space,
+    recurrent: bool = False,
 ) -> dict[str, Any]:
     """Return a complete ``net_config`` with the spec's defaults filled in and ``arch`` set.
 
@@ -69,7 +86,9 @@ def resolve_net_config(
 
     Args:
         net_config: A network spec, a partial config dict, or ``None`` for all defaults.
-        observation_space: Used to infer the encoder ``arch`` when unset.
+        observation_space: Used to infer the encoder ``arch`` when unset, and
+            the sub-encoders of a multi-input layout.
+        recurrent: The policy is recurrent (an unset ``arch`` becomes ``lstm``).
 
     Returns:
         A new plain dict; the input is not modified.
@@ -91,7 +110,9 @@ def resolve_net_config(
             cfg = NetworkSpec.model_validate(raw).model_dump()
         except ValidationError as exc:
             raise ValueError(f"Invalid network config: {exc}") from None
-    encoder = cfg.get("encoder_config") or {"arch": infer_arch(observation_space)}
+    encoder = cfg.get("encoder_config") or {"arch": infer_arch(observation_space, recurrent)}
+    if encoder["arch"] == "multiinput":
+        encoder = _fit_multi_input(encoder, observation_space)
     arch = encoder["arch"]
     encoder = _dump(_ENCODER_SPECS[arch], encoder)
     if arch == "multiinput":
@@ -119,7 +140,6 @@ def build_encoder(
         An encoder module with ``latent_dim``, ``config`` and ``forward(obs)``.
 
     Raises:
-        NotImplementedError: For ``lstm`` encoders (not yet built).
         ValueError: If the arch does not fit the observation space.
     """
     enc = dict(net_config["encoder_config"])
@@ -148,9 +168,9 @@ def build_encoder(
         if isinstance(observation_space, spaces.Dict | spaces.Tuple):
             raise ValueError("arch 'simba' cannot encode a Dict/Tuple space; use 'multiinput'")
         return SimbaEncoder(observation_space, latent_dim=latent_dim, **enc)
-    raise NotImplementedError(
-        f"Encoder arch {arch!r} is not implemented yet (supported now: mlp, cnn, multiinput, simba)"
-    )
+    if arch == "lstm":
+        return LSTMEncoder(observation_space, latent_dim=latent_dim, **enc)
+    raise ValueError(f"Unknown encoder arch {arch!r}; choose one of {', '.join(ENCODER_ARCHS)}")
 
 
 def encoder_from_config(config: Mapping[str, Any]) -> nn.Module:
@@ -160,5 +180,6 @@ def encoder_from_config(config: Mapping[str, Any]) -> nn.Module:
         "cnn": EvolvableCNN,
         "multiinput": EvolvableMultiInput,
         "simba": SimbaEncoder,
+        "lstm": LSTMEncoder,
     }
     return classes[config["arch"]].from_config(dict(config))

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from agilerl.training.collect import collect_rollouts
+from agilerl.training.collect_recurrent import collect_recurrent_rollouts
 from agilerl.training.evaluation import PopulationEnvs
 from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.results import LoopResult
@@ -98,12 +99,14 @@ def train_on_policy(
             partial = False  # a stop signal cut the generation short
             for slot, agent in enumerate(loop.population):
                 next_eval = loop.next_evaluation(agent)
+                recurrent = getattr(agent, "recurrent", False)
+                collect = collect_recurrent_rollouts if recurrent else collect_rollouts
                 agent_losses = []
                 returns: list[float] = []
                 while agent.steps < next_eval and not loop.interrupted():
                     agent.update_lr_schedule(agent.steps)
                     before = agent.steps
-                    observations[slot], finished, _ = collect_rollouts(
+                    observations[slot], finished, _ = collect(
                         agent, envs.train[slot], buffers[slot], observations[slot]
                     )
                     agent_losses.append(agent.learn(buffers[slot]))

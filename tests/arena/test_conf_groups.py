@@ -66,6 +66,8 @@ def test_algorithm_conf_stems_match_spec_modules() -> None:
 def test_pair_composes_and_validates(compose, algorithm: str, env: str) -> None:
     spec_cls = MANIFEST_REGISTRY.get(_yaml(CONF / "algorithm" / f"{algorithm}.yaml")["name"])
     network = "llm_lora" if issubclass(spec_cls, LLMAlgorithmSpec) else "mlp"
+    if spec_cls.model_fields.get("recurrent") and spec_cls.model_fields["recurrent"].default:
+        network = "lstm"  # a recurrent policy's encoder
     cfg = compose(f"algorithm={algorithm}", f"env={env}", f"network={network}")
     if _compatible(algorithm, env):
         manifest, _ = build_manifest(cfg)

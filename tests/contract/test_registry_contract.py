@@ -46,6 +46,11 @@ TINY_NET = {
     "encoder_config": {"arch": "mlp", "hidden_size": [16]},
     "head_config": {"hidden_size": [16]},
 }
+TINY_LSTM = {
+    "latent_dim": 16,
+    "encoder_config": {"arch": "lstm", "hidden_state_size": 16},
+    "head_config": {"hidden_size": [16]},
+}
 ENV_BY_KIND = {"discrete": "CartPole-v1", "continuous": "Pendulum-v1"}
 NAMES = MANIFEST_REGISTRY.names()
 # one name per spec class: aliases ("RainbowDQN" beside "Rainbow DQN") build the same agent
@@ -109,7 +114,9 @@ def test_every_numeric_hyperparameter_has_a_range(name: str) -> None:
 
 # --- agents of the paradigms that train -----------------------------------------------------
 def _spec(name: str, **fields: Any) -> Any:
-    return _create(name, net_config=TINY_NET, **fields)
+    spec = _create(name, **fields)
+    recurrent = getattr(spec, "recurrent", False)  # a recurrent policy's encoder is an LSTM
+    return _create(name, net_config=TINY_LSTM if recurrent else TINY_NET, **fields)
 
 
 def _kind(spec: Any) -> str:
@@ -307,7 +314,7 @@ def test_a_nan_loss_stops_training_with_a_clear_error(name: str, tmp_path: Path)
         {"name": name, **fields},
         _nan_env_section(name, kind, tmp_path, num_envs=2),
         {"max_steps": 512, "evo_steps": 256, "eval_steps": 5, "checkpoint_steps": 256},
-        network=TINY_NET,
+        network=TINY_LSTM if getattr(_spec(name), "recurrent", False) else TINY_NET,
         replay_buffer={"max_size": 1000},
         run_dir=tmp_path / "run",
         verbose=False,

@@ -248,6 +248,10 @@ class EvolvableAlgorithm:
         """Env actions for an observation batch (what ``env.step`` takes)."""
         raise NotImplementedError(f"{type(self).__name__} must implement act()")
 
+    def reset_state(self, done: Any = None) -> None:
+        """Start episodes over for :meth:`act`: all (``done=None``) or the sub-envs flagged in
+        ``done``. A no-op unless the policy is recurrent."""
+
     def _build(self) -> None:
         """(Re)build networks and optimizers from ``self.spec``."""
 
@@ -512,6 +516,7 @@ class EvolvableAlgorithm:
             The mean return over the collected episodes.
         """
         obs, _ = env.reset(seed=seed)
+        self.reset_state()
         num_envs = int(getattr(env, "num_envs", 1))
         running = np.zeros(num_envs, dtype=np.float64)
         finished: list[list[float]] = [[] for _ in range(num_envs)]
@@ -524,6 +529,8 @@ class EvolvableAlgorithm:
                 running += reward
                 step += 1
                 done = np.logical_or(terminated, truncated)
+                if done.any():
+                    self.reset_state(done)
                 for i in np.flatnonzero(done):
                     if len(finished[i]) < loop:
                         finished[i].append(float(running[i]))

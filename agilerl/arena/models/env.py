@@ -22,6 +22,7 @@ _ENTRYPOINT = re.compile(r"^[A-Za-z_][\w.]*[:.][A-Za-z_]\w*$")
 ACTION_SPACE_KINDS: dict[str, str] = {
     "CartPole-v1": "discrete",
     "CartPole-v0": "discrete",
+    "CartPoleNoVel-v1": "discrete",
     "Acrobot-v1": "discrete",
     "MountainCar-v0": "discrete",
     "LunarLander-v3": "discrete",

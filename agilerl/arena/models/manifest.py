@@ -463,6 +463,22 @@ def _cross_checks(
         and network.simba
     ):
         errors.add(("network", "simba"), "a recurrent PPO policy cannot use a SimBa encoder")
+    if isinstance(algorithm, PPOSpec) and isinstance(network, NetworkSpec) and not network.simba:
+        arch = network.arch
+        if algorithm.recurrent and arch not in (None, "lstm"):
+            errors.add(
+                ("network", "encoder_config", "arch"),
+                f"a recurrent PPO policy needs an LSTM encoder: use network=lstm (arch: lstm) "
+                f"or leave arch unset, not {arch!r}",
+                arch,
+            )
+        elif not algorithm.recurrent and arch == "lstm":
+            errors.add(
+                ("network", "encoder_config", "arch"),
+                "an LSTM encoder needs a recurrent policy: use algorithm=recurrent_ppo "
+                "(or algorithm.recurrent: true)",
+                arch,
+            )
     buffer = built.get("replay_buffer")
     if buffer is not None and buffer.per_buffer and not algorithm.supports_per_buffer:
         errors.add(

@@ -176,12 +176,20 @@ _ARCH_HINTS = {
     "hidden_state_size": "lstm",
     "num_blocks": "simba",
     "cnn_config": "multiinput",
+    "mlp_config": "multiinput",
+    "vector_space_mlp": "multiinput",
     "hidden_size": "mlp",
 }
 
 
 def infer_arch(encoder_config: dict[str, Any]) -> str | None:
-    """Guess an encoder's ``arch`` from the keys it sets, or ``None`` if nothing tells."""
+    """Guess an encoder's ``arch`` from the keys it sets, or ``None`` if nothing tells.
+
+    Sub-encoder keys (``mlp_config``, ``cnn_config``, ``vector_space_mlp``) mean a
+    multi-input layout; the network builder fits it to the observation space
+    (Dict: one CNN per image key and the vector keys concatenated; a single
+    image: its ``cnn_config``; a flat vector: its ``mlp_config``).
+    """
     for key, arch in _ARCH_HINTS.items():
         if key in encoder_config:
             return arch

@@ -49,7 +49,9 @@ class PPOSpec(SingleAgentAlgorithmSpec):
         None, description="Extra rollout-buffer settings."
     )
     recurrent: bool = Field(False, description="Use a recurrent (LSTM) policy.")
-    max_seq_len: int | None = Field(None, ge=1, description="BPTT sequence length (recurrent).")
+    max_seq_len: int | None = Field(
+        None, ge=1, description="BPTT sequence length (recurrent); null: each env's whole rollout."
+    )
     share_encoders: bool = Field(False, description="Actor and critic share one encoder.")
     normalize_advantages: bool = Field(True, description="Standardise advantages per minibatch.")
     value_clip_coef: float | None = Field(
@@ -57,7 +59,9 @@ class PPOSpec(SingleAgentAlgorithmSpec):
     )
     adam_eps: float = Field(1e-5, gt=0.0, le=1e-2, description="Adam epsilon.")
     bptt_sequence_type: Literal["chunked", "maximum", "fifty_percent_overlap"] = Field(
-        "chunked", description="How recurrent rollouts are cut into sequences."
+        "chunked",
+        description="Where BPTT sequences start: every max_seq_len steps (chunked), every "
+        "max_seq_len // 2 (fifty_percent_overlap) or every step (maximum); never across episodes.",
     )
     net_config: StochasticActorSpec | None = Field(None, description="Network settings.")
 
