@@ -62,8 +62,9 @@ def run_ours(algorithm: str, env: str, seed: int, workdir: Path, *overrides: str
         logger={"tensorboard": False},
     )
     start = time.perf_counter()
-    trainer.train()
+    population, _ = trainer.train()
     wall = time.perf_counter() - start
+    agent = population[0]
     summary = json.loads((run_dir / "summary.json").read_text())
     rows = (run_dir / "metrics.csv").read_text().splitlines()
     header = rows[0].split(",")
@@ -75,7 +76,36 @@ def run_ours(algorithm: str, env: str, seed: int, workdir: Path, *overrides: str
         "solved_at_step": summary["solved_at_step"],
         "time_to_solve": wall if summary["solved_at_step"] is not None else None,
         "final_return": float(last["fitness"]),
+        "paired_return": paired_return(env, lambda obs: agent.act(obs, greedy=True)),
     }
+
+
+PAIRED_ENVS = {"pendulum": "Pendulum-v1", "cartpole": "CartPole-v1"}
+PAIRED_EPISODES = 50
+PAIRED_SEED = 424_242
+
+
+def paired_return(env: str, act: Any) -> float:
+    """Greedy mean return of ``act`` on the same 50 seeded episodes, whoever trained it.
+
+    The training-time evaluations of ours and SB3's see different start states; on
+    Pendulum a 10-episode mean moves by ~30 with the starts alone, more than the
+    differences being measured. This final evaluation (not timed) gives both the same
+    starts, so the returns compare policies, not luck.
+    """
+    import gymnasium as gym
+    import numpy as np
+
+    envs = gym.make_vec(PAIRED_ENVS.get(env, env), num_envs=PAIRED_EPISODES)
+    obs, _ = envs.reset(seed=PAIRED_SEED)
+    total = np.zeros(PAIRED_EPISODES)
+    alive = np.ones(PAIRED_EPISODES, dtype=bool)
+    while alive.any():
+        obs, reward, terminated, truncated, _ = envs.step(act(obs))
+        total += reward * alive
+        alive &= ~(terminated | truncated)
+    envs.close()
+    return float(total.mean())
 
 
 class _EvalRecorder:
@@ -137,7 +167,7 @@ def run_sb3_dqn(seed: int) -> dict:
     start = time.perf_counter()
     model.learn(total_timesteps=100_000, callback=recorder)
     wall = time.perf_counter() - start
-    return _sb3_result(model, wall, recorder)
+    return _sb3_result(model, wall, recorder, "cartpole")
 
 
 def run_sb3_td3(seed: int) -> dict:
@@ -166,7 +196,7 @@ def run_sb3_td3(seed: int) -> dict:
     start = time.perf_counter()
     model.learn(total_timesteps=20_000, callback=recorder)
     wall = time.perf_counter() - start
-    return _sb3_result(model, wall, recorder)
+    return _sb3_result(model, wall, recorder, "pendulum")
 
 
 def run_sb3_sac(seed: int) -> dict:
@@ -189,11 +219,12 @@ def run_sb3_sac(seed: int) -> dict:
     start = time.perf_counter()
     model.learn(total_timesteps=20_000, callback=recorder)
     wall = time.perf_counter() - start
-    return _sb3_result(model, wall, recorder)
+    return _sb3_result(model, wall, recorder, "pendulum")
 
 
-def _sb3_result(model: Any, wall: float, recorder: Any) -> dict:
+def _sb3_result(model: Any, wall: float, recorder: Any, env: str) -> dict:
     solved = recorder.solved
+    act = lambda obs: model.predict(obs, deterministic=True)[0]  # noqa: E731
     return {
         "steps": model.num_timesteps,
         "wall": wall,
@@ -201,6 +232,7 @@ def _sb3_result(model: Any, wall: float, recorder: Any) -> dict:
         "solved_at_step": solved[0] if solved else None,
         "time_to_solve": solved[1] if solved else None,
         "final_return": recorder.last_return,
+        "paired_return": paired_return(env, act),
     }
 
 
@@ -208,7 +240,7 @@ def _table(name: str, rows: dict[str, list[dict]], seeds: list[int]) -> None:
     print(f"\n{name}")
     print(
         f"{'run':6} {'seed':>4} {'steps':>7} {'steps/s':>9} {'solved@':>8} {'solve s':>8} "
-        f"{'final':>8}"
+        f"{'final':>8} {'paired':>8}"
     )
     for who, results in rows.items():
         for seed, r in zip(seeds, results, strict=True):
@@ -216,7 +248,7 @@ def _table(name: str, rows: dict[str, list[dict]], seeds: list[int]) -> None:
             tts = f"{r['time_to_solve']:.1f}" if r["time_to_solve"] is not None else "-"
             print(
                 f"{who:6} {seed:4d} {r['steps']:7d} {r['steps_per_second']:9,.0f} "
-                f"{solved:>8} {tts:>8} {r['final_return']:8.1f}"
+                f"{solved:>8} {tts:>8} {r['final_return']:8.1f} {r['paired_return']:8.1f}"
             )
     ours = statistics.median(r["steps_per_second"] for r in rows["ours"])
     sb3 = statistics.median(r["steps_per_second"] for r in rows["sb3"])
@@ -269,7 +301,11 @@ def main() -> None:
             )
             for who in ("ours", "sb3"):
                 final = statistics.median(r["final_return"] for r in rows[who])
-                print(f"median return at 20k steps, {who}: {final:.1f}")
+                paired = statistics.median(r["paired_return"] for r in rows[who])
+                print(
+                    f"median return at 20k steps, {who}: {final:.1f} (own evaluation), "
+                    f"{paired:.1f} (the same {PAIRED_EPISODES} seeded episodes for both)"
+                )
 
 
 if __name__ == "__main__":
