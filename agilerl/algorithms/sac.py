@@ -256,9 +256,14 @@ class SAC(OffPolicyAlgorithm):
             values = torch.stack([actor_loss.detach(), alpha_loss.detach(), -log_prob.mean()])
             actor_value, alpha_value, entropy = values.tolist()
             self._check_finite({"actor_loss": actor_value, "alpha_loss": alpha_value})
-            self._step(self.actor_optimizer, tape, actor_loss)
+            # The two losses share no parameter (alpha enters the actor loss as a number, the
+            # log-probs enter the temperature loss detached): one backward serves both.
+            self.actor_optimizer.zero_grad()
+            self.alpha_optimizer.zero_grad()
+            tape.backward(actor_loss + alpha_loss)
+            self.actor_optimizer.step()
             if self.spec.learn_alpha:
-                self._step(self.alpha_optimizer, GradTape(), alpha_loss)
+                self.alpha_optimizer.step()
             self.last_actor_loss, self.last_alpha_loss = actor_value, alpha_value
             self.last_entropy = entropy
         out: dict[str, Any] = {

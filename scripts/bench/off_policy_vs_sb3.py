@@ -16,7 +16,9 @@
   conf/tuned/sac_pendulum.yaml. Evaluated and compared as for TD3.
 
 Prints env-steps/s (evaluation included) and, for DQN, wall seconds to the threshold,
-as ratios ours/SB3.
+as ratios ours/SB3. After training (untimed), both final policies also play the same 50
+seeded episodes ("paired" column): the training-time evaluations see different start
+states, which on Pendulum move a 10-episode mean by tens of points on their own.
 
     pip install -e ".[bench]"
     python scripts/bench/off_policy_vs_sb3.py [--seeds 0 1 2] [--skip-dqn] [--skip-td3] [--skip-sac]
