@@ -465,19 +465,20 @@ class StackedChain:
                     _accumulate(p, gi)
 
 
-_STACKS: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[int, ...], StackedChain | None]] = (
-    weakref.WeakKeyDictionary()
-)
+_STACKS: weakref.WeakKeyDictionary[
+    nn.Module, tuple[tuple[weakref.ref, ...], StackedChain | None]
+] = weakref.WeakKeyDictionary()
 
 
 def stacked_chain_of(modules: Sequence[nn.Module]) -> StackedChain | None:
     """The (cached) :class:`StackedChain` of ``modules``, or ``None`` when they do not qualify."""
-    key = tuple(id(m) for m in modules)
     cached = _STACKS.get(modules[0])
-    if cached is not None and cached[0] == key:
-        return cached[1]
+    if cached is not None:
+        refs, stack = cached
+        if len(refs) == len(modules) and all(r() is m for r, m in zip(refs, modules, strict=True)):
+            return stack
     stack = StackedChain.of(modules)
-    _STACKS[modules[0]] = (key, stack)
+    _STACKS[modules[0]] = (tuple(weakref.ref(m) for m in modules), stack)
     return stack
 
 
