@@ -13,8 +13,13 @@ from torch import nn
 
 from agilerl.algorithms.core.off_policy import OffPolicyAlgorithm, soft_update
 from agilerl.arena.models.algorithms.sac import SACSpec
-from agilerl.networks.deterministic import ContinuousQNetwork
-from agilerl.networks.fastgrad import GradTape, joined_chain
+from agilerl.networks.deterministic import ContinuousQNetwork, critic_values
+from agilerl.networks.fastgrad import (
+    GradTape,
+    interleaved_parameters,
+    joined_chain,
+    pack_parameters,
+)
 from agilerl.networks.optim import FlatAdam
 from agilerl.networks.spaces import make_obs_converter
 from agilerl.networks.squashed_gaussian import LOG_STD_MAX, LOG_STD_MIN, SquashedGaussianActor
@@ -131,10 +136,12 @@ class SAC(OffPolicyAlgorithm):
             shared_ids = {id(p) for p in self.actor.encoder.parameters()}
         actor_params = [p for p in self.actor.parameters() if id(p) not in shared_ids]
         self.actor_optimizer = FlatAdam(actor_params, lr=spec.lr_actor)
-        self.critic_optimizer = FlatAdam(self._param_list(*self._critics), lr=spec.lr_critic)
+        # twin critics' tensors side by side, so that they run as one stacked pass
+        self._online_params = interleaved_parameters(*self._critics)
+        self._target_params = interleaved_parameters(*self._critic_targets)
+        pack_parameters(self._target_params)
+        self.critic_optimizer = FlatAdam(self._online_params, lr=spec.lr_critic)
         self.alpha_optimizer = FlatAdam([self.log_alpha], lr=spec.lr_alpha)
-        self._online_params = self._param_list(*self._critics)
-        self._target_params = self._param_list(*self._critic_targets)
         self._to_tensor = make_obs_converter(self.observation_space, self.device)
         chain = None
         if isinstance(self.actor, SquashedGaussianActor):
@@ -226,15 +233,11 @@ class SAC(OffPolicyAlgorithm):
         tape = GradTape()
         with torch.no_grad():
             next_action, next_log_prob = self.actor.sample(b.next_obs, tape)
-            next_q = torch.stack(
-                [t.forward(b.next_obs, next_action, tape) for t in self._critic_targets]
-            ).amin(dim=0)
+            next_q = critic_values(self._critic_targets, b.next_obs, next_action, tape).amin(0)
             y = b.reward + b.discount * (next_q - alpha * next_log_prob)
-        qs = [critic.forward(b.obs, action, tape) for critic in self._critics]
-        tds = [q - y for q in qs]
-        critic_loss = sum(
-            td.square().mean() if w is None else (td.square() * w).mean() for td in tds
-        )
+        qs = critic_values(self._critics, b.obs, action, tape)  # [num_critics, B]
+        td = qs - y
+        critic_loss = (td.square() if w is None else td.square() * w).mean(1).sum()
 
         critic_value, q_mean = torch.stack([critic_loss.detach(), qs[0].detach().mean()]).tolist()
         self._check_finite({"critic_loss": critic_value})
@@ -246,18 +249,21 @@ class SAC(OffPolicyAlgorithm):
         if actor_updated:
             tape = GradTape()
             policy_action, log_prob = self.actor.sample(b.obs, tape)
-            q_pi = torch.stack(
-                [c.forward(b.obs, policy_action, tape, params=False) for c in self._critics]
-            ).amin(dim=0)
+            q_pi = critic_values(self._critics, b.obs, policy_action, tape, params=False).amin(0)
             actor_loss = (alpha * log_prob - q_pi).mean()
             log_prob = log_prob.detach()
             alpha_loss = -(self.log_alpha * (log_prob + self.target_entropy_value)).mean()
             values = torch.stack([actor_loss.detach(), alpha_loss.detach(), -log_prob.mean()])
             actor_value, alpha_value, entropy = values.tolist()
             self._check_finite({"actor_loss": actor_value, "alpha_loss": alpha_value})
-            self._step(self.actor_optimizer, tape, actor_loss)
+            # The two losses share no parameter (alpha enters the actor loss as a number, the
+            # log-probs enter the temperature loss detached): one backward serves both.
+            self.actor_optimizer.zero_grad()
+            self.alpha_optimizer.zero_grad()
+            tape.backward(actor_loss + alpha_loss)
+            self.actor_optimizer.step()
             if self.spec.learn_alpha:
-                self._step(self.alpha_optimizer, GradTape(), alpha_loss)
+                self.alpha_optimizer.step()
             self.last_actor_loss, self.last_alpha_loss = actor_value, alpha_value
             self.last_entropy = entropy
         out: dict[str, Any] = {
@@ -270,6 +276,6 @@ class SAC(OffPolicyAlgorithm):
             "q_mean": q_mean,
         }
         if w is not None:
-            td_abs = torch.stack([td.detach().abs() for td in tds]).mean(0)
+            td_abs = td.detach().abs().mean(0)
             out["priorities"] = (td_abs + 1e-6).cpu().numpy()
         return out

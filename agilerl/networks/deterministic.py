@@ -9,7 +9,7 @@ For unbounded Boxes both spaces coincide and the actor output is linear.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ from agilerl.networks.fastgrad import GradTape, run
 from agilerl.networks.heads import build_head, seeded
 from agilerl.networks.spaces import ObsTensor, space_from_dict, space_to_dict
 
-__all__ = ["ContinuousQNetwork", "DeterministicActor", "box_action_dim"]
+__all__ = ["ContinuousQNetwork", "DeterministicActor", "box_action_dim", "critic_values"]
 
 OUTPUT_GAIN_VANISH = 0.01
 
@@ -235,3 +235,33 @@ class ContinuousQNetwork(nn.Module):
             normalize_images=config["normalize_images"],
             seed_offset=config.get("seed_offset", 1),
         )
+
+
+def critic_values(
+    critics: Sequence[nn.Module],
+    obs: ObsTensor,
+    action: torch.Tensor,
+    tape: GradTape | None = None,
+    params: bool = True,
+) -> torch.Tensor:
+    """``[N, B]``: ``torch.stack([c.forward(obs, action, tape, params) for c in critics])``.
+
+    With a tape, same-shaped :class:`ContinuousQNetwork` s reading a flat
+    observation batch run as one stacked pass (:meth:`GradTape.stacked`): twin
+    critics cost one batched matmul per layer instead of two.
+    """
+    fused = (
+        tape is not None
+        and isinstance(obs, torch.Tensor)
+        and obs.dim() == 2
+        and all(type(c) is ContinuousQNetwork for c in critics)
+    )
+    if not fused:
+        return torch.stack([c.forward(obs, action, tape, params) for c in critics])
+    encoders = [c.encoder for c in critics]
+    if params:
+        latent = tape.stacked(encoders, obs)
+    else:
+        with torch.no_grad():  # the observation carries no gradient
+            latent = tape.stacked(encoders, obs)
+    return tape.stacked([c.head for c in critics], latent, action, params=params).squeeze(-1)

@@ -25,6 +25,13 @@ same either way, and ``tests/networks/test_fastgrad.py`` checks the gradients
 against plain autograd for every algorithm.
 
 :class:`MLPChain` is also what acting uses for numpy inference on the CPU.
+
+Several same-shaped trunks that read the same input (twin critics) run as one
+:class:`StackedChain` through :meth:`GradTape.stacked`: one batched matmul per
+layer for all of them. Their weights are read as ``[N, out, in]`` views when
+they lie side by side in memory (see :func:`interleaved_parameters` and
+:func:`pack_parameters`), else stacked per call; either way the gradients are
+those of calling each trunk on its own.
 """
 
 from __future__ import annotations
@@ -40,7 +47,19 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd import Variable
 
-__all__ = ["ChainLayer", "GradTape", "MLPChain", "autograd_only", "chain_of", "joined_chain", "run"]
+__all__ = [
+    "ChainLayer",
+    "GradTape",
+    "MLPChain",
+    "StackedChain",
+    "autograd_only",
+    "chain_of",
+    "interleaved_parameters",
+    "joined_chain",
+    "pack_parameters",
+    "run",
+    "stacked_chain_of",
+]
 
 _CHAIN_ACTIVATIONS = (None, "ReLU", "Tanh")
 _threshold_backward = torch.ops.aten.threshold_backward
@@ -303,6 +322,203 @@ def joined_chain(*modules: nn.Module) -> MLPChain | None:
     return MLPChain([layer for c in chains for layer in c.layers])
 
 
+def _stacked_view(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
+    """An ``[N, *shape]`` view over same-shaped contiguous tensors lying back to back, or None."""
+    first = tensors[0]
+    if not first.is_contiguous():
+        return None
+    step = first.numel() * first.element_size()
+    base = first.data_ptr()
+    for i, t in enumerate(tensors):
+        if t.data_ptr() != base + i * step or t.shape != first.shape or not t.is_contiguous():
+            return None
+    return first.as_strided((len(tensors), *first.shape), (first.numel(), *first.stride()))
+
+
+class StackedChain:
+    """``N`` same-shaped :class:`MLPChain` s (no noise, no LayerNorm) run as one batched chain.
+
+    The input is ``[B, in]`` (shared by all members) or ``[N, B, in]``; the output
+    is ``[N, B, out]``. Weights are read as ``[N, out, in]`` views when the
+    members' parameters lie back to back in memory (e.g. in a :class:`FlatAdam`
+    buffer filled by :func:`interleaved_parameters`), else stacked on each call;
+    gradients go into each member's ``.grad`` (through the same kind of view
+    when the gradients lie back to back too).
+
+    Args:
+        chains: The members' chains.
+    """
+
+    def __init__(self, chains: Sequence[MLPChain]) -> None:
+        self.chains = list(chains)
+        self.size = len(self.chains)
+        self.acts = [layer.act for layer in self.chains[0].layers]
+        self._tensors = [
+            tuple(c.layers[i].weight for c in self.chains)
+            + tuple(c.layers[i].bias for c in self.chains)
+            for i in range(len(self.acts))
+        ]
+        self._ptrs: tuple[int, ...] = ()
+        self._views: list[tuple[torch.Tensor | None, torch.Tensor | None]] = []
+
+    @classmethod
+    def of(cls, modules: Sequence[nn.Module]) -> StackedChain | None:
+        """The stacked view of ``modules``, or ``None`` when they do not qualify."""
+        chains = [chain_of(m) for m in modules]
+        if len(chains) < 2 or any(c is None for c in chains):
+            return None
+        first = chains[0].layers
+        seen: set[int] = set()
+        for chain in chains:
+            if len(chain.layers) != len(first):
+                return None
+            for layer, ref in zip(chain.layers, first, strict=True):
+                if layer.noise is not None or layer.norm is not None or layer.act != ref.act:
+                    return None
+                if layer.weight.shape != ref.weight.shape or id(layer.weight) in seen:
+                    return None
+                seen.add(id(layer.weight))
+        return cls(chains)
+
+    def _stacked_views(self) -> list[tuple[torch.Tensor | None, torch.Tensor | None]]:
+        """Per layer, the ``[N, ...]`` weight and bias views (``None`` where not back to back)."""
+        ptrs = tuple(t.data_ptr() for ts in self._tensors for t in ts)
+        if ptrs != self._ptrs:
+            n = self.size
+            self._views = [
+                (
+                    _stacked_view([t.detach() for t in ts[:n]]),
+                    _stacked_view([t.detach() for t in ts[n:]]),
+                )
+                for ts in self._tensors
+            ]
+            self._ptrs = ptrs
+        return self._views
+
+    def _stacked(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """``(weight [N, out, in], bias [N, out])`` per layer (views when possible)."""
+        out = []
+        for ts, (w, b) in zip(self._tensors, self._stacked_views(), strict=True):
+            n = self.size
+            out.append(
+                (
+                    w if w is not None else torch.stack([t.detach() for t in ts[:n]]),
+                    b if b is not None else torch.stack([t.detach() for t in ts[n:]]),
+                )
+            )
+        return out
+
+    def forward(self, x: torch.Tensor, saved: list[tuple] | None = None) -> torch.Tensor:
+        """Apply all members to ``x`` (``[B, in]`` or ``[N, B, in]``); ``[N, B, out]``."""
+        if x.dim() == 2:
+            x = x.expand(self.size, *x.shape)
+        for (w, b), act in zip(self._stacked(), self.acts, strict=True):
+            pre = torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
+            if act == "ReLU":
+                pre = pre.relu_()
+            elif act == "Tanh":
+                pre = pre.tanh_()
+            if saved is not None:
+                saved.append((x, w))
+            x = pre
+        return x
+
+    def backward(
+        self,
+        grad: torch.Tensor,
+        saved: Sequence[tuple],
+        output: torch.Tensor,
+        param_grads: bool = True,
+        input_grad: bool = False,
+    ) -> torch.Tensor | None:
+        """Back-propagate ``grad`` (``[N, B, out]``); see :meth:`MLPChain.backward`.
+
+        Returns:
+            The gradient with respect to the (expanded) input, ``[N, B, in]``,
+            when ``input_grad``, else ``None``.
+        """
+        last = len(self.acts) - 1
+        n = self.size
+        for i in range(last, -1, -1):
+            act = self.acts[i]
+            x, w = saved[i]
+            h = output if i == last else saved[i + 1][0]
+            if act == "ReLU":
+                grad = _threshold_backward(grad, h, 0.0)
+            elif act == "Tanh":
+                grad = _tanh_backward(grad, h)
+            if param_grads:
+                self._accumulate(i, torch.bmm(grad.transpose(1, 2), x), grad.sum(1), n)
+            if i > 0 or input_grad:
+                grad = torch.bmm(grad, w)
+        return grad if input_grad else None
+
+    def _accumulate(self, i: int, grad_w: torch.Tensor, grad_b: torch.Tensor, n: int) -> None:
+        weights, biases = self._tensors[i][:n], self._tensors[i][n:]
+        for params, g in ((weights, grad_w), (biases, grad_b)):
+            grads = [p.grad for p in params]
+            view = _stacked_view(grads) if all(gr is not None for gr in grads) else None
+            if view is not None:
+                view.add_(g)
+            else:
+                for p, gi in zip(params, g.unbind(0), strict=True):
+                    _accumulate(p, gi)
+
+
+_STACKS: weakref.WeakKeyDictionary[
+    nn.Module, tuple[tuple[weakref.ref, ...], StackedChain | None]
+] = weakref.WeakKeyDictionary()
+
+
+def stacked_chain_of(modules: Sequence[nn.Module]) -> StackedChain | None:
+    """The (cached) :class:`StackedChain` of ``modules``, or ``None`` when they do not qualify."""
+    cached = _STACKS.get(modules[0])
+    if cached is not None:
+        refs, stack = cached
+        if len(refs) == len(modules) and all(r() is m for r, m in zip(refs, modules, strict=True)):
+            return stack
+    stack = StackedChain.of(modules)
+    _STACKS[modules[0]] = (tuple(weakref.ref(m) for m in modules), stack)
+    return stack
+
+
+def interleaved_parameters(*modules: nn.Module) -> list[nn.Parameter]:
+    """The unique parameters of same-shaped ``modules``, member by member within each slot.
+
+    ``[m1.w1, m2.w1, m1.b1, m2.b1, ...]``: an optimizer or :func:`pack_parameters`
+    that lays them out in this order puts each slot's tensors back to back, which
+    lets a :class:`StackedChain` read them as one ``[N, ...]`` view. Modules whose
+    parameter shapes differ are returned one after another.
+    """
+    lists = [list(m.parameters()) for m in modules]
+    shapes = [[p.shape for p in ps] for ps in lists]
+    if any(s != shapes[0] for s in shapes):
+        ordered = [p for ps in lists for p in ps]
+    else:
+        ordered = [p for slot in zip(*lists, strict=True) for p in slot]
+    seen: set[int] = set()
+    return [p for p in ordered if not (id(p) in seen or seen.add(id(p)))]
+
+
+@torch.no_grad()
+def pack_parameters(params: Sequence[torch.Tensor]) -> torch.Tensor | None:
+    """Move ``params``' storage into one flat tensor, in order (their values kept); return it.
+
+    Each parameter's ``.data`` becomes a view of the flat tensor, so modules keep
+    working as before (``load_state_dict`` copies in place). Returns ``None``
+    (and changes nothing) for mixed dtypes or devices.
+    """
+    if not params or len({(p.dtype, p.device) for p in params}) != 1:
+        return None
+    flat = torch.cat([p.detach().reshape(-1) for p in params])
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.data = flat[offset : offset + n].view_as(p)
+        offset += n
+    return flat
+
+
 _FAST = [True]
 
 
@@ -317,7 +533,7 @@ def autograd_only() -> Iterator[None]:
 
 
 class _Record(NamedTuple):
-    chain: MLPChain
+    chain: MLPChain | StackedChain
     saved: list[tuple]
     inputs: tuple[torch.Tensor, ...]
     output: torch.Tensor
@@ -392,6 +608,46 @@ class GradTape:
         self._records.append(_Record(chain, saved, inputs, out, params))
         return out
 
+    def stacked(
+        self, modules: Sequence[nn.Module], *inputs: torch.Tensor, params: bool = True
+    ) -> torch.Tensor:
+        """``torch.stack([module(torch.cat(inputs, -1)) for module in modules])``, batched.
+
+        Same-shaped chain modules (twin critics) run as one :class:`StackedChain`;
+        otherwise each module goes through :meth:`__call__` in turn.
+
+        Args:
+            modules: The members, each reading the same inputs.
+            *inputs: ``[B, d]`` tensors shared by all members, or ``[N, B, d]``
+                ones with a slice per member.
+            params: Whether the members' parameter gradients are wanted.
+        """
+        n = len(modules)
+        stack = None
+        if self.fast and all(x.dim() == 2 or (x.dim() == 3 and x.shape[0] == n) for x in inputs):
+            stack = stacked_chain_of(modules)
+        if stack is None:
+            return torch.stack(
+                [self(m, *(x if x.dim() == 2 else x[i] for x in inputs), params=params)
+                 for i, m in enumerate(modules)]
+            )  # fmt: skip
+        grad = torch.is_grad_enabled()
+        _set_grad_enabled(False)
+        try:
+            if len(inputs) == 1:
+                x = inputs[0]
+            else:
+                batch = next((x.shape[:2] for x in inputs if x.dim() == 3), (n, inputs[0].shape[0]))
+                x = torch.cat([x if x.dim() == 3 else x.expand(*batch, -1) for x in inputs], -1)
+            saved: list[tuple] | None = [] if grad else None
+            out = stack.forward(x, saved)
+        finally:
+            _set_grad_enabled(grad)
+        if grad:
+            out.requires_grad_(True)
+            self._records.append(_Record(stack, saved, inputs, out, params))
+        return out
+
     def backward(self, loss: torch.Tensor) -> None:
         """Back-propagate a scalar ``loss`` through the loss expression, then each trunk."""
         records, self._records = self._records, []
@@ -426,14 +682,20 @@ class GradTape:
             if not any(wanted):
                 continue
             if len(record.inputs) == 1:
-                _send(record.inputs[0], grad_in, keep_graph)
+                _send(record.inputs[0], _unbroadcast(record.inputs[0], grad_in), keep_graph)
                 continue
             start = 0
             for x, want in zip(record.inputs, wanted, strict=True):
                 width = x.shape[-1]
                 if want:
-                    _send(x, grad_in[..., start : start + width], keep_graph)
+                    g = _unbroadcast(x, grad_in[..., start : start + width])
+                    _send(x, g, keep_graph)
                 start += width
+
+
+def _unbroadcast(x: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    """``grad`` summed over the member dimension a shared input of a stacked chain gained."""
+    return grad.sum(0) if grad.dim() > x.dim() else grad
 
 
 def run(module: nn.Module, x: Any, tape: GradTape | None = None, **kwargs: Any) -> Any:

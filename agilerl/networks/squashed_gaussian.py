@@ -129,8 +129,13 @@ class SquashedGaussianActor(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparameterised sample ``(action [B, action_dim] in [-1, 1], log_prob [B])``."""
         mean, log_std = self.forward(obs, tape)
-        u = mean + torch.randn_like(mean) * log_std.exp()
-        return torch.tanh(u), squashed_log_prob(u, mean, log_std)
+        noise = torch.randn_like(mean)
+        u = mean + noise * log_std.exp()
+        # squashed_log_prob(u, mean, log_std), with (u - mean) / std = noise read directly
+        gaussian = -0.5 * noise.square() - log_std
+        correction = _LOG_2 - u - F.softplus(-2.0 * u)
+        log_prob = (gaussian - 2.0 * correction).sum(-1) - _HALF_LOG_2PI * self.action_dim
+        return torch.tanh(u), log_prob
 
     def greedy(self, obs: ObsTensor) -> torch.Tensor:
         """The deterministic action ``tanh(mean)``, normalised."""

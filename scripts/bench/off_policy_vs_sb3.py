@@ -15,8 +15,12 @@
   entropy coefficient from 1.0, 256x256), warm-up 1000 steps like ours; ours with
   conf/tuned/sac_pendulum.yaml. Evaluated and compared as for TD3.
 
-Prints env-steps/s (evaluation included) and, for DQN, wall seconds to the threshold,
-as ratios ours/SB3.
+Prints env-steps/s (evaluation included; per wall second and per CPU second of this
+single-threaded process, the latter steadier when other jobs share the cores) and, for
+DQN, wall seconds to the threshold, as ratios ours/SB3. After training (untimed), both
+final policies also play the same 50 seeded episodes ("paired" column): the training-time
+evaluations see different start states, which on Pendulum move a 10-episode mean by tens
+of points on their own.
 
     pip install -e ".[bench]"
     python scripts/bench/off_policy_vs_sb3.py [--seeds 0 1 2] [--skip-dqn] [--skip-td3] [--skip-sac]
@@ -61,9 +65,10 @@ def run_ours(algorithm: str, env: str, seed: int, workdir: Path, *overrides: str
         verbose=False,
         logger={"tensorboard": False},
     )
-    start = time.perf_counter()
-    trainer.train()
-    wall = time.perf_counter() - start
+    start, cpu = time.perf_counter(), time.process_time()
+    population, _ = trainer.train()
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    agent = population[0]
     summary = json.loads((run_dir / "summary.json").read_text())
     rows = (run_dir / "metrics.csv").read_text().splitlines()
     header = rows[0].split(",")
@@ -72,10 +77,40 @@ def run_ours(algorithm: str, env: str, seed: int, workdir: Path, *overrides: str
         "steps": summary["total_steps"],
         "wall": wall,
         "steps_per_second": summary["total_steps"] / wall,
+        "steps_per_cpu_second": summary["total_steps"] / cpu,
         "solved_at_step": summary["solved_at_step"],
         "time_to_solve": wall if summary["solved_at_step"] is not None else None,
         "final_return": float(last["fitness"]),
+        "paired_return": paired_return(env, lambda obs: agent.act(obs, greedy=True)),
     }
+
+
+PAIRED_ENVS = {"pendulum": "Pendulum-v1", "cartpole": "CartPole-v1"}
+PAIRED_EPISODES = 50
+PAIRED_SEED = 424_242
+
+
+def paired_return(env: str, act: Any) -> float:
+    """Greedy mean return of ``act`` on the same 50 seeded episodes, whoever trained it.
+
+    The training-time evaluations of ours and SB3's see different start states; on
+    Pendulum a 10-episode mean moves by ~30 with the starts alone, more than the
+    differences being measured. This final evaluation (not timed) gives both the same
+    starts, so the returns compare policies, not luck.
+    """
+    import gymnasium as gym
+    import numpy as np
+
+    envs = gym.make_vec(PAIRED_ENVS.get(env, env), num_envs=PAIRED_EPISODES)
+    obs, _ = envs.reset(seed=PAIRED_SEED)
+    total = np.zeros(PAIRED_EPISODES)
+    alive = np.ones(PAIRED_EPISODES, dtype=bool)
+    while alive.any():
+        obs, reward, terminated, truncated, _ = envs.step(act(obs))
+        total += reward * alive
+        alive &= ~(terminated | truncated)
+    envs.close()
+    return float(total.mean())
 
 
 class _EvalRecorder:
@@ -134,10 +169,10 @@ def run_sb3_dqn(seed: int) -> dict:
         verbose=0,
     )
     recorder = _EvalRecorder(make_vec_env("CartPole-v1", n_envs=1, seed=seed + 1), 5000, 475.0)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     model.learn(total_timesteps=100_000, callback=recorder)
-    wall = time.perf_counter() - start
-    return _sb3_result(model, wall, recorder)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return _sb3_result(model, wall, cpu, recorder, "cartpole")
 
 
 def run_sb3_td3(seed: int) -> dict:
@@ -163,10 +198,10 @@ def run_sb3_td3(seed: int) -> dict:
         verbose=0,
     )
     recorder = _EvalRecorder(make_vec_env("Pendulum-v1", n_envs=1, seed=seed + 1), 2000, None)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     model.learn(total_timesteps=20_000, callback=recorder)
-    wall = time.perf_counter() - start
-    return _sb3_result(model, wall, recorder)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return _sb3_result(model, wall, cpu, recorder, "pendulum")
 
 
 def run_sb3_sac(seed: int) -> dict:
@@ -186,29 +221,32 @@ def run_sb3_sac(seed: int) -> dict:
         verbose=0,
     )
     recorder = _EvalRecorder(make_vec_env("Pendulum-v1", n_envs=1, seed=seed + 1), 2000, None)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     model.learn(total_timesteps=20_000, callback=recorder)
-    wall = time.perf_counter() - start
-    return _sb3_result(model, wall, recorder)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return _sb3_result(model, wall, cpu, recorder, "pendulum")
 
 
-def _sb3_result(model: Any, wall: float, recorder: Any) -> dict:
+def _sb3_result(model: Any, wall: float, cpu: float, recorder: Any, env: str) -> dict:
     solved = recorder.solved
+    act = lambda obs: model.predict(obs, deterministic=True)[0]  # noqa: E731
     return {
         "steps": model.num_timesteps,
         "wall": wall,
         "steps_per_second": model.num_timesteps / wall,
+        "steps_per_cpu_second": model.num_timesteps / cpu,
         "solved_at_step": solved[0] if solved else None,
         "time_to_solve": solved[1] if solved else None,
         "final_return": recorder.last_return,
+        "paired_return": paired_return(env, act),
     }
 
 
 def _table(name: str, rows: dict[str, list[dict]], seeds: list[int]) -> None:
     print(f"\n{name}")
     print(
-        f"{'run':6} {'seed':>4} {'steps':>7} {'steps/s':>9} {'solved@':>8} {'solve s':>8} "
-        f"{'final':>8}"
+        f"{'run':6} {'seed':>4} {'steps':>7} {'steps/s':>9} {'cpu':>7} {'solved@':>8} "
+        f"{'solve s':>8} {'final':>8} {'paired':>8}"
     )
     for who, results in rows.items():
         for seed, r in zip(seeds, results, strict=True):
@@ -216,11 +254,18 @@ def _table(name: str, rows: dict[str, list[dict]], seeds: list[int]) -> None:
             tts = f"{r['time_to_solve']:.1f}" if r["time_to_solve"] is not None else "-"
             print(
                 f"{who:6} {seed:4d} {r['steps']:7d} {r['steps_per_second']:9,.0f} "
-                f"{solved:>8} {tts:>8} {r['final_return']:8.1f}"
+                f"{r['steps_per_cpu_second']:7,.0f} "
+                f"{solved:>8} {tts:>8} {r['final_return']:8.1f} {r['paired_return']:8.1f}"
             )
     ours = statistics.median(r["steps_per_second"] for r in rows["ours"])
     sb3 = statistics.median(r["steps_per_second"] for r in rows["sb3"])
     print(f"median steps/s: ours {ours:,.0f}  sb3 {sb3:,.0f}  ratio {ours / sb3:.2f}x")
+    ours = statistics.median(r["steps_per_cpu_second"] for r in rows["ours"])
+    sb3 = statistics.median(r["steps_per_cpu_second"] for r in rows["sb3"])
+    print(
+        f"median steps per CPU second (this process; steadier on a shared machine): "
+        f"ours {ours:,.0f}  sb3 {sb3:,.0f}  ratio {ours / sb3:.2f}x"
+    )
 
 
 def main() -> None:
@@ -269,7 +314,11 @@ def main() -> None:
             )
             for who in ("ours", "sb3"):
                 final = statistics.median(r["final_return"] for r in rows[who])
-                print(f"median return at 20k steps, {who}: {final:.1f}")
+                paired = statistics.median(r["paired_return"] for r in rows[who])
+                print(
+                    f"median return at 20k steps, {who}: {final:.1f} (own evaluation), "
+                    f"{paired:.1f} (the same {PAIRED_EPISODES} seeded episodes for both)"
+                )
 
 
 if __name__ == "__main__":

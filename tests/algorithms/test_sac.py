@@ -22,6 +22,8 @@ from agilerl.arena.models import ConfigError, SACSpec
 from agilerl.cli import main
 from agilerl.hpo.architecture import edit_mlp, rebuild_agent
 from agilerl.launch.compose import build_manifest
+from agilerl.networks.deterministic import critic_values
+from agilerl.networks.fastgrad import GradTape, stacked_chain_of
 from agilerl.networks.squashed_gaussian import SquashedGaussianActor, squashed_log_prob
 from agilerl.trainer import LocalTrainer
 
@@ -204,6 +206,32 @@ def test_shared_encoders_are_trained_by_the_critics_only() -> None:
     before = [p.clone() for p in encoder]
     agent.learn(_batch())
     assert any(not torch.equal(a, b) for a, b in zip(before, encoder, strict=True))
+
+
+def test_twin_critics_run_as_one_stacked_pass_with_the_gradients_of_two() -> None:
+    agent = _agent()
+    batch = _batch()
+    obs = torch.from_numpy(batch["obs"])
+    action = agent.actor.normalize_action(torch.from_numpy(batch["action"]))
+    heads = [c.head for c in agent._critics]
+    stack = stacked_chain_of(heads)
+    assert stack is not None
+    assert all(w is not None and b is not None for w, b in stack._stacked_views())  # no copies
+
+    def grads(fused: bool) -> list[torch.Tensor]:
+        for p in agent.critic_optimizer.params:
+            p.grad = None
+        tape = GradTape()
+        if fused:
+            qs = critic_values(agent._critics, obs, action, tape)
+        else:
+            qs = torch.stack([c.forward(obs, action, tape) for c in agent._critics])
+        loss = (qs - torch.arange(2.0)[:, None]).square().mean(1).sum()
+        tape.backward(loss)
+        return [p.grad.clone() for p in agent.critic_optimizer.params]
+
+    for fused, single in zip(grads(True), grads(False), strict=True):
+        torch.testing.assert_close(fused, single, rtol=1e-5, atol=1e-6)
 
 
 # --- through the framework ------------------------------------------------------------------

@@ -152,10 +152,9 @@ def test_every_single_agent_algorithm_builds_and_acts_with_simba(cls: type) -> N
 
 @pytest.mark.slow
 def test_td3_with_simba_reaches_minus_200_on_pendulum_within_20k(compose, tmp_path: Path) -> None:
-    # the TD3 preset with a SimBa encoder, at a third of its learning rates (SimBa's
-    # residual blocks move further per step than the preset's small MLP)
-    cfg = compose("algorithm=td3", "env=pendulum", "algorithm.lr_actor=3e-4",
-                  "algorithm.lr_critic=3e-4")  # fmt: skip
+    # the TD3 preset as it is (its learning rates too), with a SimBa encoder; measured on
+    # seed 0: -206 at 12k steps, -166 at 14k, -148 at 18k
+    cfg = compose("algorithm=td3", "env=pendulum")
     with open_dict(cfg):
         cfg.network.encoder_config = {"arch": "simba", "hidden_size": 64, "num_blocks": 1}
     manifest, _ = build_manifest(cfg)
