@@ -15,6 +15,7 @@ from torch import nn
 from agilerl.algorithms.core.multi_agent import MultiAgentAlgorithm, build_mlp, flat_dim
 from agilerl.arena.models.algorithms.ippo import IPPOSpec
 from agilerl.networks.fastgrad import GradTape, chain_of
+from agilerl.networks.optim import FlatAdam
 
 __all__ = ["IPPO", "gae"]
 
@@ -139,7 +140,7 @@ class IPPO(MultiAgentAlgorithm):
             module.to(self.device)
         self.nets = {"actors": self.actors, "critics": self.critics, "log_std": self.log_std}
         self.opts = {
-            policy: torch.optim.Adam(self._params(policy), lr=self.spec.lr, eps=1e-5, foreach=True)
+            policy: FlatAdam(self._params(policy), lr=self.spec.lr, eps=1e-5)
             for policy in self.policies
         }
 
@@ -301,7 +302,6 @@ class IPPO(MultiAgentAlgorithm):
                     parts[key].append(value.reshape(-1, *value.shape[2:])[keep])
             data = {k: torch.cat(v) for k, v in parts.items()}
             n = data["obs"].shape[0]
-            params = self._params(policy)
             opt = self.opts[policy]
             for _ in range(spec.update_epochs):
                 order = torch.randperm(n, device=self.device)
@@ -325,7 +325,7 @@ class IPPO(MultiAgentAlgorithm):
                     loss = pg_loss + spec.vf_coef * v_loss - spec.ent_coef * entropy
                     opt.zero_grad()
                     tape.backward(loss)
-                    nn.utils.clip_grad_norm_(params, spec.max_grad_norm)
+                    opt.clip_grad_norm_(spec.max_grad_norm)
                     opt.step()
                     with torch.no_grad():
                         kls.append(float(((ratio - 1) - log_ratio).mean()))

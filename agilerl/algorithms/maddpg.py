@@ -17,6 +17,7 @@ from agilerl.arena.models.algorithms.maddpg import MADDPGSpec
 from agilerl.components.noise import ExplorationNoise, make_noise
 from agilerl.hpo.mutation import generator_from_state, generator_state
 from agilerl.networks.fastgrad import GradTape, chain_of
+from agilerl.networks.optim import FlatAdam
 
 __all__ = ["MADDPG"]
 
@@ -145,13 +146,12 @@ class MADDPG(MultiAgentAlgorithm):
         }
         self.opts = {}
         for policy in self.policies:
-            self.opts[f"actor:{policy}"] = torch.optim.Adam(
-                self.actors[policy].parameters(), lr=self.spec.lr_actor, foreach=True
+            # Flat buffers: zeroing and the Adam update are a few whole-buffer ops.
+            self.opts[f"actor:{policy}"] = FlatAdam(
+                self.actors[policy].parameters(), lr=self.spec.lr_actor
             )
             params = [p for c in self.critic_sets for p in c[policy].parameters()]
-            self.opts[f"critic:{policy}"] = torch.optim.Adam(
-                params, lr=self.spec.lr_critic, foreach=True
-            )
+            self.opts[f"critic:{policy}"] = FlatAdam(params, lr=self.spec.lr_critic)
         self._seed_noise()
 
     def _seed_noise(self) -> None:
