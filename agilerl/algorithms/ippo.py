@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from gymnasium import spaces
 from torch import nn
-from torch.distributions import Categorical, Normal
 
 from agilerl.algorithms.core.multi_agent import MultiAgentAlgorithm, build_mlp, flat_dim
 from agilerl.arena.models.algorithms.ippo import IPPOSpec
+from agilerl.networks.fastgrad import GradTape, chain_of
+from agilerl.networks.optim import FlatAdam
 
 __all__ = ["IPPO", "gae"]
+
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def _forward(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``module(x)`` without autograd bookkeeping: through its chain when it has one."""
+    chain = chain_of(module)
+    return chain.forward(x) if chain is not None else module(x)
 
 
 def gae(
@@ -129,7 +140,7 @@ class IPPO(MultiAgentAlgorithm):
             module.to(self.device)
         self.nets = {"actors": self.actors, "critics": self.critics, "log_std": self.log_std}
         self.opts = {
-            policy: torch.optim.Adam(self._params(policy), lr=self.spec.lr, eps=1e-5, foreach=True)
+            policy: FlatAdam(self._params(policy), lr=self.spec.lr, eps=1e-5)
             for policy in self.policies
         }
 
@@ -144,19 +155,24 @@ class IPPO(MultiAgentAlgorithm):
             for group in opt.param_groups:
                 group["lr"] = self.spec.lr
 
-    def _dist(self, policy: str, obs: torch.Tensor) -> Categorical | Normal:
-        out = self.actors[policy](obs)
+    def _log_prob_entropy(
+        self, policy: str, out: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probability of ``action`` and the entropy under the policy's actor output.
+
+        Categorical over logits for Discrete actions, a diagonal Gaussian with
+        the learned log-std for Box actions (summed over action dimensions).
+        """
         if policy in self.log_std:
-            return Normal(out, self.log_std[policy].exp().expand_as(out))
-        return Categorical(logits=out)
-
-    def _log_prob(self, dist: Categorical | Normal, action: torch.Tensor) -> torch.Tensor:
-        if isinstance(dist, Normal):
-            return dist.log_prob(action).sum(-1)
-        return dist.log_prob(action.long())
-
-    def _entropy(self, dist: Categorical | Normal) -> torch.Tensor:
-        return dist.entropy().sum(-1) if isinstance(dist, Normal) else dist.entropy()
+            log_std = self.log_std[policy]
+            z = (action - out) * torch.exp(-log_std)
+            log_prob = (-0.5 * z.square() - log_std - _LOG_SQRT_2PI).sum(-1)
+            entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum().expand(out.shape[0])
+            return log_prob, entropy
+        logp = F.log_softmax(out, dim=-1)
+        log_prob = logp.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
+        entropy = -(logp.exp() * logp).sum(-1)
+        return log_prob, entropy
 
     def critic_obs(self, obs: Mapping[str, Any], agent: str) -> torch.Tensor:
         """The critic's input for ``agent``: its own or everyone's observations."""
@@ -164,34 +180,67 @@ class IPPO(MultiAgentAlgorithm):
             return torch.cat([self.obs_tensor(obs, a) for a in self.agents], dim=-1)
         return self.obs_tensor(obs, agent)
 
+    def _critic_inputs(self, x: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        if self.spec.shared_critic_input:
+            joint = torch.cat([x[a] for a in self.agents], dim=-1)
+            return dict.fromkeys(self.agents, joint)
+        return dict(x)
+
+    def _per_policy(
+        self, nets: nn.ModuleDict, x: Mapping[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
+        """One forward per policy over all its members' rows, split back per agent."""
+        out = {}
+        for policy, members in self.members.items():
+            if len(members) == 1:
+                out[members[0]] = _forward(nets[policy], x[members[0]])
+                continue
+            rows = [x[a].shape[0] for a in members]
+            y = _forward(nets[policy], torch.cat([x[a] for a in members]))
+            out.update(zip(members, y.split(rows), strict=True))
+        return out
+
     # --- acting -----------------------------------------------------------------
     @torch.no_grad()
     def values(self, obs: Mapping[str, Any]) -> dict[str, torch.Tensor]:
         """State values ``(batch,)`` per agent."""
-        return {
-            a: self.critics[self.policy_of[a]](self.critic_obs(obs, a)).squeeze(-1)
-            for a in self.agents
-        }
+        x = {a: self.obs_tensor(obs, a) for a in self.agents}
+        values = self._per_policy(self.critics, self._critic_inputs(x))
+        return {a: v.squeeze(-1) for a, v in values.items()}
 
     @torch.no_grad()
     def policy_step(self, obs: Mapping[str, Any], greedy: bool = False) -> dict[str, dict]:
         """Actions, their log-probabilities and the values, per agent.
 
         Returns:
-            ``{"action": {agent: tensor}, "log_prob": ..., "value": ...}``.
+            ``{"action": {agent: tensor}, "log_prob": ..., "value": ..., "obs": ...,
+            "critic_obs": ...}`` (the last two: the network inputs used).
         """
-        out: dict[str, dict[str, torch.Tensor]] = {"action": {}, "log_prob": {}, "value": {}}
-        values = self.values(obs)
+        x = {a: self.obs_tensor(obs, a) for a in self.agents}
+        critic_x = self._critic_inputs(x)
+        values = self._per_policy(self.critics, critic_x)
+        outs = self._per_policy(self.actors, x)
+        result: dict[str, dict[str, torch.Tensor]] = {
+            "action": {},
+            "log_prob": {},
+            "value": {},
+            "obs": x,
+            "critic_obs": critic_x,
+        }
         for agent in self.agents:
-            dist = self._dist(self.policy_of[agent], self.obs_tensor(obs, agent))
-            if greedy:
-                action = dist.mean if isinstance(dist, Normal) else dist.probs.argmax(-1)
-            else:
-                action = dist.sample()
-            out["action"][agent] = action
-            out["log_prob"][agent] = self._log_prob(dist, action)
-            out["value"][agent] = values[agent]
-        return out
+            policy = self.policy_of[agent]
+            out = outs[agent]
+            if policy in self.log_std:
+                std = self.log_std[policy].exp().expand_as(out)
+                action = out if greedy else torch.normal(out, std)
+            elif greedy:
+                action = out.argmax(-1)
+            else:  # what Categorical(logits=out).sample() draws
+                action = torch.multinomial(F.softmax(out, dim=-1), 1, True).squeeze(-1)
+            result["action"][agent] = action
+            result["log_prob"][agent] = self._log_prob_entropy(policy, out, action)[0]
+            result["value"][agent] = values[agent].squeeze(-1)
+        return result
 
     def env_actions(self, actions: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
         """Tensors from :meth:`policy_step` as numpy env actions (Box actions clipped)."""
@@ -253,15 +302,15 @@ class IPPO(MultiAgentAlgorithm):
                     parts[key].append(value.reshape(-1, *value.shape[2:])[keep])
             data = {k: torch.cat(v) for k, v in parts.items()}
             n = data["obs"].shape[0]
-            params = self._params(policy)
             opt = self.opts[policy]
             for _ in range(spec.update_epochs):
                 order = torch.randperm(n, device=self.device)
                 kls = []
                 for start in range(0, n, spec.batch_size):
                     idx = order[start : start + spec.batch_size]
-                    dist = self._dist(policy, data["obs"][idx])
-                    logp = self._log_prob(dist, data["act"][idx])
+                    tape = GradTape()
+                    out = tape(self.actors[policy], data["obs"][idx])
+                    logp, entropy = self._log_prob_entropy(policy, out, data["act"][idx])
                     log_ratio = logp - data["logp"][idx]
                     ratio = log_ratio.exp()
                     adv = data["adv"][idx]
@@ -270,13 +319,13 @@ class IPPO(MultiAgentAlgorithm):
                     pg_loss = -torch.min(
                         ratio * adv, ratio.clamp(1 - spec.clip_coef, 1 + spec.clip_coef) * adv
                     ).mean()
-                    value = self.critics[policy](data["cobs"][idx]).squeeze(-1)
+                    value = tape(self.critics[policy], data["cobs"][idx]).squeeze(-1)
                     v_loss = 0.5 * (value - data["ret"][idx]).pow(2).mean()
-                    entropy = self._entropy(dist).mean()
+                    entropy = entropy.mean()
                     loss = pg_loss + spec.vf_coef * v_loss - spec.ent_coef * entropy
                     opt.zero_grad()
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(params, spec.max_grad_norm)
+                    tape.backward(loss)
+                    opt.clip_grad_norm_(spec.max_grad_norm)
                     opt.step()
                     with torch.no_grad():
                         kls.append(float(((ratio - 1) - log_ratio).mean()))

@@ -16,13 +16,21 @@ from agilerl.algorithms.core.multi_agent import MultiAgentAlgorithm, build_mlp, 
 from agilerl.arena.models.algorithms.maddpg import MADDPGSpec
 from agilerl.components.noise import ExplorationNoise, make_noise
 from agilerl.hpo.mutation import generator_from_state, generator_state
+from agilerl.networks.fastgrad import GradTape, chain_of
+from agilerl.networks.optim import FlatAdam
 
 __all__ = ["MADDPG"]
 
 
-def _soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
+def _soft_update(targets: list[torch.Tensor], sources: list[torch.Tensor], tau: float) -> None:
     with torch.no_grad():
-        torch._foreach_lerp_(list(target.parameters()), list(source.parameters()), tau)
+        torch._foreach_lerp_(targets, sources, tau)
+
+
+def _forward(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``module(x)`` without autograd bookkeeping: through its chain when it has one."""
+    chain = chain_of(module)
+    return chain.forward(x) if chain is not None else module(x)
 
 
 class MADDPG(MultiAgentAlgorithm):
@@ -121,15 +129,29 @@ class MADDPG(MultiAgentAlgorithm):
             self.critic_target_sets.append(target)
             self.nets[name] = critic
             self.nets[f"{name}_targets"] = target
+        self._soft_pairs = ([], [])
+        for source, target in [
+            (self.actors, self.actor_targets),
+            *zip(self.critic_sets, self.critic_target_sets, strict=True),
+        ]:
+            self._soft_pairs[0].extend(target.parameters())
+            self._soft_pairs[1].extend(source.parameters())
+        self._bounds = {
+            a: (
+                torch.as_tensor(s.low, dtype=torch.float32, device=self.device).reshape(-1),
+                torch.as_tensor(s.high, dtype=torch.float32, device=self.device).reshape(-1),
+            )
+            for a, s in self.action_spaces.items()
+            if isinstance(s, spaces.Box)
+        }
         self.opts = {}
         for policy in self.policies:
-            self.opts[f"actor:{policy}"] = torch.optim.Adam(
-                self.actors[policy].parameters(), lr=self.spec.lr_actor, foreach=True
+            # Flat buffers: zeroing and the Adam update are a few whole-buffer ops.
+            self.opts[f"actor:{policy}"] = FlatAdam(
+                self.actors[policy].parameters(), lr=self.spec.lr_actor
             )
             params = [p for c in self.critic_sets for p in c[policy].parameters()]
-            self.opts[f"critic:{policy}"] = torch.optim.Adam(
-                params, lr=self.spec.lr_critic, foreach=True
-            )
+            self.opts[f"critic:{policy}"] = FlatAdam(params, lr=self.spec.lr_critic)
         self._seed_noise()
 
     def _seed_noise(self) -> None:
@@ -160,9 +182,7 @@ class MADDPG(MultiAgentAlgorithm):
 
     # --- actions ----------------------------------------------------------------
     def _squash(self, agent: str, out: torch.Tensor) -> torch.Tensor:
-        space = self.action_spaces[agent]
-        low = torch.as_tensor(space.low, dtype=torch.float32, device=self.device).reshape(-1)
-        high = torch.as_tensor(space.high, dtype=torch.float32, device=self.device).reshape(-1)
+        low, high = self._bounds[agent]
         return low + (high - low) * (torch.tanh(out) + 1.0) / 2.0
 
     def _differentiable(self, agent: str, out: torch.Tensor) -> torch.Tensor:
@@ -176,7 +196,7 @@ class MADDPG(MultiAgentAlgorithm):
         return hard - soft.detach() + soft
 
     def _target_action(self, agent: str, obs: torch.Tensor) -> torch.Tensor:
-        out = self.actor_targets[self.policy_of[agent]](obs)
+        out = _forward(self.actor_targets[self.policy_of[agent]], obs)
         if isinstance(self.action_spaces[agent], spaces.Box):
             return self._squash(agent, out)
         return F.one_hot(out.argmax(-1), out.shape[-1]).float()
@@ -194,13 +214,13 @@ class MADDPG(MultiAgentAlgorithm):
         actions = {}
         for agent in self.agents:
             x = self.obs_tensor(obs, agent)
-            out = self.actors[self.policy_of[agent]](x)
+            out = _forward(self.actors[self.policy_of[agent]], x)
             space = self.action_spaces[agent]
             if isinstance(space, spaces.Discrete):
                 if greedy:
                     choice = out.argmax(-1)
-                else:
-                    choice = torch.distributions.Categorical(logits=out).sample()
+                else:  # what Categorical(logits=out).sample() draws, without its checks
+                    choice = torch.multinomial(F.softmax(out, dim=-1), 1, True).squeeze(-1)
                 actions[agent] = choice.cpu().numpy().astype(np.int64)
                 continue
             action = self._squash(agent, out).cpu().numpy()
@@ -244,27 +264,24 @@ class MADDPG(MultiAgentAlgorithm):
         return agent
 
     # --- learning ---------------------------------------------------------------
-    def _critic_input(
-        self, agent: str, obs: Mapping[str, torch.Tensor], actions: Mapping[str, torch.Tensor]
+    def _joint(
+        self, obs: Mapping[str, torch.Tensor], actions: Mapping[str, torch.Tensor]
     ) -> torch.Tensor:
-        parts = [obs[agent], actions[agent]]
-        for other in self.agents:
-            parts += [obs[other], actions[other]]
-        return torch.cat([p.reshape(p.shape[0], -1) for p in parts], dim=-1)
+        """``[every obs, every action]`` in agent order: the shared part of each critic input."""
+        return torch.cat([t for a in self.agents for t in (obs[a], actions[a])], dim=-1)
 
     def _next_target_actions(self, next_obs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return {a: self._target_action(a, next_obs[a]) for a in self.agents}
-
-    def _target_q(self, agent: str, critic_in: torch.Tensor) -> torch.Tensor:
-        policy = self.policy_of[agent]
-        qs = [targets[policy](critic_in).squeeze(-1) for targets in self.critic_target_sets]
-        return torch.min(torch.stack(qs), dim=0).values
 
     def _actor_due(self) -> bool:
         return True
 
     def learn(self, batch: Mapping[str, Mapping[str, torch.Tensor]]) -> dict[str, float]:
         """One critic update per policy and (when due) one actor update, then soft targets.
+
+        Each critic reads ``[own obs, own action, every obs, every action]``.
+        Policies share no parameters, so each phase sums its policies' losses
+        into one backward pass (the same gradients as one pass per policy).
 
         Args:
             batch: ``{field: {agent: tensor}}`` from
@@ -277,50 +294,59 @@ class MADDPG(MultiAgentAlgorithm):
         obs = {a: v.reshape(v.shape[0], -1) for a, v in batch["obs"].items()}
         next_obs = {a: v.reshape(v.shape[0], -1) for a, v in batch["next_obs"].items()}
         actions = {a: self.to_critic_action(a, batch["action"][a]) for a in self.agents}
+        tape = GradTape()
         with torch.no_grad():
             next_actions = self._next_target_actions(next_obs)
+            next_joint = self._joint(next_obs, next_actions)
             targets = {}
             for agent in self.agents:
-                q_next = self._target_q(agent, self._critic_input(agent, next_obs, next_actions))
+                policy = self.policy_of[agent]
+                own = (next_obs[agent], next_actions[agent], next_joint)
+                qs = [tape(t[policy], *own).squeeze(-1) for t in self.critic_target_sets]
+                q_next = qs[0] if len(qs) == 1 else torch.minimum(*qs)
                 live = 1.0 - batch["done"][agent]
                 targets[agent] = batch["reward"][agent] + spec.gamma * live * q_next
+        joint = self._joint(obs, actions)
         critic_losses = []
         for policy in self.policies:
             loss = torch.zeros((), device=self.device)
             for agent in self.members[policy]:
-                x = self._critic_input(agent, obs, actions)
                 for critics in self.critic_sets:
-                    loss = loss + F.mse_loss(critics[policy](x).squeeze(-1), targets[agent])
-            opt = self.opts[f"critic:{policy}"]
+                    q = tape(critics[policy], obs[agent], actions[agent], joint).squeeze(-1)
+                    loss = loss + F.mse_loss(q, targets[agent])
+            critic_losses.append(loss)
+        critic_opts = [self.opts[f"critic:{p}"] for p in self.policies]
+        for opt in critic_opts:
             opt.zero_grad()
-            loss.backward()
+        tape.backward(torch.stack(critic_losses).sum())
+        for opt in critic_opts:
             opt.step()
-            critic_losses.append(float(loss.detach()))
         self.num_updates += 1
-        actor_losses = []
+        result = {"critic_loss": float(torch.stack(critic_losses).detach().mean())}
+        result["actor_loss"] = float("nan")
         if self._actor_due():
+            actor_losses = []
             for policy in self.policies:
                 loss = torch.zeros((), device=self.device)
                 for agent in self.members[policy]:
-                    out = self.actors[policy](obs[agent])
-                    joint = dict(actions)
-                    joint[agent] = self._differentiable(agent, out)
-                    q = self.critic_sets[0][policy](self._critic_input(agent, obs, joint))
+                    out = tape(self.actors[policy], obs[agent])
+                    own = self._differentiable(agent, out)
+                    joint_own = self._joint(obs, {**actions, agent: own})
+                    critic = self.critic_sets[0][policy]
+                    q = tape(critic, obs[agent], own, joint_own, params=False)
                     loss = loss - q.mean()
                     if isinstance(self.action_spaces[agent], spaces.Discrete):
                         loss = loss + 1e-3 * out.pow(2).mean()
-                opt = self.opts[f"actor:{policy}"]
+                actor_losses.append(loss)
+            actor_opts = [self.opts[f"actor:{p}"] for p in self.policies]
+            for opt in actor_opts:
                 opt.zero_grad()
-                loss.backward()
+            tape.backward(torch.stack(actor_losses).sum())
+            for opt in actor_opts:
                 opt.step()
-                actor_losses.append(float(loss.detach()))
-            _soft_update(self.actor_targets, self.actors, spec.tau)
-            for critic, target in zip(self.critic_sets, self.critic_target_sets, strict=True):
-                _soft_update(target, critic, spec.tau)
-        return {
-            "critic_loss": float(np.mean(critic_losses)),
-            "actor_loss": float(np.mean(actor_losses)) if actor_losses else float("nan"),
-        }
+            result["actor_loss"] = float(torch.stack(actor_losses).detach().mean())
+            _soft_update(*self._soft_pairs, spec.tau)
+        return result
 
 
 def _frozen_copy(module: nn.ModuleDict) -> nn.ModuleDict:

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from gymnasium import spaces
 
-from agilerl.algorithms.maddpg import MADDPG
+from agilerl.algorithms.maddpg import MADDPG, _forward
 from agilerl.arena.models.algorithms.matd3 import MATD3Spec
 
 __all__ = ["MATD3"]
@@ -32,15 +32,13 @@ class MATD3(MADDPG):
     def _next_target_actions(self, next_obs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         actions = {}
         for agent in self.agents:
-            out = self.actor_targets[self.policy_of[agent]](next_obs[agent])
+            out = _forward(self.actor_targets[self.policy_of[agent]], next_obs[agent])
             space = self.action_spaces[agent]
             if isinstance(space, spaces.Discrete):
                 actions[agent] = F.gumbel_softmax(out, tau=self.spec.gumbel_temperature, hard=True)
                 continue
             action = self._squash(agent, out)
-            low = torch.as_tensor(space.low, dtype=torch.float32, device=self.device).reshape(-1)
-            high = torch.as_tensor(space.high, dtype=torch.float32, device=self.device)
-            high = high.reshape(-1)
+            low, high = self._bounds[agent]
             noise = torch.randn_like(action) * self.spec.policy_noise
             noise = noise.clamp(-self.spec.noise_clip, self.spec.noise_clip) * (high - low)
             actions[agent] = torch.max(torch.min(action + noise, high), low)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -13,13 +14,22 @@ __all__ = ["MultiAgentReplayBuffer"]
 FIELDS = ("obs", "action", "reward", "next_obs", "done")
 
 
+class _Block(NamedTuple):
+    """Same-dtype columns of one field for several agents: ``(agent, start, width, shape)``."""
+
+    data: torch.Tensor
+    columns: list[tuple[str, int, int, tuple[int, ...]]]
+
+
 class MultiAgentReplayBuffer:
     """Circular buffer of ``(obs, action, reward, next_obs, done)`` per agent.
 
-    Storage is allocated up front: for each agent and field a tensor of shape
-    ``(max_size, *shape)``. Rows are whole joint transitions, so sampled row
-    ``j`` of every agent comes from the same env step (what centralised
-    critics need).
+    Storage is allocated up front: for each field, one ``(max_size, width)``
+    tensor per dtype holding every agent's flattened values side by side
+    (``_data[agent][field]`` are ``(max_size, *shape)`` views into it). Rows
+    are whole joint transitions, so sampled row ``j`` of every agent comes
+    from the same env step (what centralised critics need), and a sample is
+    one indexed gather per field.
 
     Args:
         max_size: Capacity in joint transitions.
@@ -45,19 +55,29 @@ class MultiAgentReplayBuffer:
         self.agents = list(obs_shapes)
         self.device = torch.device(device)
         dtypes = dict(action_dtypes or {})
-        n = self.max_size
-        self._data: dict[str, dict[str, torch.Tensor]] = {}
-        for agent in self.agents:
-            obs_shape = tuple(obs_shapes[agent])
-            self._data[agent] = {
-                "obs": torch.zeros((n, *obs_shape), dtype=torch.float32),
-                "action": torch.zeros(
-                    (n, *tuple(action_shapes[agent])), dtype=dtypes.get(agent, torch.float32)
-                ),
-                "reward": torch.zeros(n, dtype=torch.float32),
-                "next_obs": torch.zeros((n, *obs_shape), dtype=torch.float32),
-                "done": torch.zeros(n, dtype=torch.float32),
-            }
+        layout = {
+            "obs": {a: (tuple(obs_shapes[a]), torch.float32) for a in self.agents},
+            "action": {
+                a: (tuple(action_shapes[a]), dtypes.get(a, torch.float32)) for a in self.agents
+            },
+            "reward": {a: ((), torch.float32) for a in self.agents},
+            "next_obs": {a: (tuple(obs_shapes[a]), torch.float32) for a in self.agents},
+            "done": {a: ((), torch.float32) for a in self.agents},
+        }
+        self._blocks: dict[str, list[_Block]] = {}
+        self._data: dict[str, dict[str, torch.Tensor]] = {a: {} for a in self.agents}
+        for name, per_agent in layout.items():
+            self._blocks[name] = []
+            for dtype in dict.fromkeys(d for _, d in per_agent.values()):
+                members = [(a, shape) for a, (shape, d) in per_agent.items() if d == dtype]
+                widths = [math.prod(shape) for _, shape in members]
+                data = torch.zeros((self.max_size, sum(widths)), dtype=dtype)
+                columns, start = [], 0
+                for (agent, shape), width in zip(members, widths, strict=True):
+                    columns.append((agent, start, width, shape))
+                    self._data[agent][name] = _view(data, start, width, shape)
+                    start += width
+                self._blocks[name].append(_Block(data, columns))
         self.pos = 0
         self.size = 0
         self.generator = torch.Generator().manual_seed(0 if seed is None else int(seed))
@@ -79,17 +99,24 @@ class MultiAgentReplayBuffer:
         missing = [f for f in FIELDS if f not in fields]
         if missing:
             raise ValueError(f"MultiAgentReplayBuffer.add is missing {missing}")
-        first = np.asarray(fields["reward"][self.agents[0]])
-        rows = np.arange(first.shape[0]) if mask is None else np.flatnonzero(mask)
-        count = len(rows)
+        rows = None if mask is None else np.flatnonzero(mask)
+        count = len(np.asarray(fields["reward"][self.agents[0]])) if rows is None else len(rows)
         if count == 0:
             return 0
-        idx = (self.pos + torch.arange(count)) % self.max_size
-        for agent in self.agents:
-            store = self._data[agent]
-            for name in FIELDS:
-                value = torch.as_tensor(np.asarray(fields[name][agent])[rows])
-                store[name][idx] = value.to(store[name].dtype).reshape(store[name][idx].shape)
+        if self.pos + count <= self.max_size:
+            where: slice | torch.Tensor = slice(self.pos, self.pos + count)
+        else:
+            where = (self.pos + torch.arange(count)) % self.max_size
+        for name in FIELDS:
+            for block in self._blocks[name]:
+                parts = []
+                for agent, _, width, _ in block.columns:
+                    value = np.asarray(fields[name][agent])
+                    if rows is not None:
+                        value = value[rows]
+                    parts.append(value.reshape(count, width))
+                joined = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+                block.data[where] = torch.as_tensor(joined).to(block.data.dtype)
         self.pos = (self.pos + count) % self.max_size
         self.size = min(self.size + count, self.max_size)
         return count
@@ -106,10 +133,14 @@ class MultiAgentReplayBuffer:
         if self.size == 0:
             raise ValueError("cannot sample from an empty MultiAgentReplayBuffer")
         idx = torch.randint(0, self.size, (int(batch_size),), generator=self.generator)
-        return {
-            name: {a: self._data[a][name][idx].to(self.device) for a in self.agents}
-            for name in FIELDS
-        }
+        batch: dict[str, dict[str, torch.Tensor]] = {}
+        for name, blocks in self._blocks.items():
+            out = batch[name] = {}
+            for block in blocks:
+                rows = block.data.index_select(0, idx).to(self.device)
+                for agent, start, width, shape in block.columns:
+                    out[agent] = _view(rows, start, width, shape)
+        return {name: {a: batch[name][a] for a in self.agents} for name in FIELDS}
 
     def state_dict(self) -> dict[str, Any]:
         """Contents, position and generator state as plain tensors (for exact resume)."""
@@ -131,3 +162,10 @@ class MultiAgentReplayBuffer:
         self.pos = int(state["pos"])
         self.size = size
         self.generator.set_state(state["generator"])
+
+
+def _view(data: torch.Tensor, start: int, width: int, shape: tuple[int, ...]) -> torch.Tensor:
+    """Columns ``start : start + width`` of ``data`` as a ``(rows, *shape)`` view."""
+    if not shape:
+        return data[:, start]
+    return data[:, start : start + width].unflatten(1, shape)

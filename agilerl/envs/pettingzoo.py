@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
-from pettingzoo.utils.env import ParallelEnv
+from pettingzoo.utils.conversions import aec_to_parallel_wrapper
+from pettingzoo.utils.env import AECEnv, ParallelEnv
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
 from agilerl.arena.models.errors import ConfigError
@@ -115,6 +116,20 @@ def _zeros(space: spaces.Space) -> np.ndarray:
     return np.zeros(space.shape, dtype=space.dtype)
 
 
+def _raw_aec(env: ParallelEnv) -> AECEnv | None:
+    """The bare AEC env under an ``aec_to_parallel`` conversion, or ``None``.
+
+    Stepping it directly skips the conversion's per-step ``last()`` (an
+    observation computed and thrown away) and the AEC wrappers' attribute
+    forwarding and space checks: what mpe2's parallel envs spend most of a step on.
+    """
+    inner = env.env if isinstance(env, ClipActionsParallel) else env
+    if type(inner) is not aec_to_parallel_wrapper:
+        return None
+    raw = inner.aec_env.unwrapped
+    return raw if isinstance(raw, AECEnv) else None
+
+
 class _CopyStepper:
     """One env copy turned into fixed-shape arrays with same-step autoreset."""
 
@@ -123,29 +138,55 @@ class _CopyStepper:
         self.agents = list(env.possible_agents)
         self.obs_spaces = {a: env.observation_space(a) for a in self.agents}
         self.act_spaces = {a: env.action_space(a) for a in self.agents}
+        # The bare env skips mpe2's own action clipping: only when ours clips (or nothing can).
+        discrete = all(isinstance(s, spaces.Discrete) for s in self.act_spaces.values())
+        self.raw = _raw_aec(env) if isinstance(env, ClipActionsParallel) or discrete else None
+        self._zero_obs = {a: _zeros(s) for a, s in self.obs_spaces.items()}
         self.seed: int | None = None
 
     def _pad(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        return {
-            a: np.asarray(obs[a], dtype=self.obs_spaces[a].dtype)
-            if a in obs
-            else _zeros(self.obs_spaces[a])
-            for a in self.agents
-        }
+        return {a: obs[a] if a in obs else self._zero_obs[a] for a in self.agents}
 
     def reset(self, seed: int | None) -> tuple[dict[str, np.ndarray], dict]:
         obs, info = self.env.reset(seed=seed)
         return self._pad(obs), info
 
+    def _alive(self) -> list[str]:
+        return list(self.raw.agents if self.raw is not None else self.env.agents)
+
+    def _step_raw(self, actions: Mapping[str, Any]) -> tuple[dict, dict, dict, dict]:
+        """What ``aec_to_parallel_wrapper.step`` returns, from the bare AEC env."""
+        raw = self.raw
+        rewards = dict.fromkeys(self.agents, 0.0)
+        for agent in raw.agents[:]:
+            if agent != raw.agent_selection:
+                raise AssertionError(
+                    f"expected agent {agent} got {raw.agent_selection}: a parallel env's "
+                    "agents must step in a cycle"
+                )
+            raw.step(actions[agent])
+            for other in raw.agents:
+                rewards[other] += raw.rewards[other]
+        terminated, truncated = dict(raw.terminations), dict(raw.truncations)
+        obs = {a: raw.observe(a) for a in raw.agents}
+        while raw.agents and (
+            raw.terminations[raw.agent_selection] or raw.truncations[raw.agent_selection]
+        ):
+            raw.step(None)
+        return obs, rewards, terminated, truncated
+
     def step(self, actions: Mapping[str, Any]) -> tuple[Any, ...]:
-        alive = set(self.env.agents)
-        obs, rew, term, trunc, _ = self.env.step({a: actions[a] for a in self.env.agents})
+        alive = self._alive()
+        if self.raw is not None:
+            obs, rew, term, trunc = self._step_raw(actions)
+        else:
+            obs, rew, term, trunc, _ = self.env.step({a: actions[a] for a in alive})
         active = {a: a in alive for a in self.agents}
         rewards = {a: float(rew.get(a, 0.0)) for a in self.agents}
         terminated = {a: bool(term.get(a, a not in alive)) for a in self.agents}
         truncated = {a: bool(trunc.get(a, False)) for a in self.agents}
         padded = self._pad(obs)
-        done = not self.env.agents
+        done = not self._alive()
         final = None
         if done:
             final = padded
@@ -206,6 +247,7 @@ class PettingZooVectorEnv:
         self.observation_spaces = {a: probe.observation_space(a) for a in self.agents}
         self.action_spaces = {a: probe.action_space(a) for a in self.agents}
         self.metadata = dict(getattr(probe, "metadata", {}))
+        self._clip = isinstance(probe, ClipActionsParallel)
         self._closed = False
         if self.sync:
             self._steppers = [_CopyStepper(probe)] + [_CopyStepper(f()) for f in factories[1:]]
@@ -236,14 +278,27 @@ class PettingZooVectorEnv:
             remote.send((cmd, arg))
         return [remote.recv() for remote in self._remotes]
 
-    def _stack(self, per_copy: Sequence[Mapping[str, Any]], dtype: Any = None) -> dict:
-        return {a: np.stack([np.asarray(c[a], dtype=dtype) for c in per_copy]) for a in self.agents}
+    def _stack_obs(self, per_copy: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+        return {
+            a: np.stack([np.asarray(c[a], dtype=s.dtype) for c in per_copy])
+            for a, s in self.observation_spaces.items()
+        }
 
     def reset(self, seed: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Reset every copy; copy ``i`` is seeded with ``seed + i`` when a seed is given."""
         seeds = [None if seed is None else int(seed) + i for i in range(self.num_envs)]
         results = self._call("reset", seeds)
-        return self._stack([r[0] for r in results]), {"per_copy": [r[1] for r in results]}
+        return self._stack_obs([r[0] for r in results]), {"per_copy": [r[1] for r in results]}
+
+    def _per_copy_actions(self, actions: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
+        rows = {}
+        for agent in self.agents:
+            value = np.asarray(actions[agent])
+            space = self.action_spaces[agent]
+            if self._clip and isinstance(space, spaces.Box):  # once for all copies
+                value = np.clip(value.astype(space.dtype, copy=False), space.low, space.high)
+            rows[agent] = list(value)
+        return [{a: rows[a][i] for a in self.agents} for i in range(self.num_envs)]
 
     def step(self, actions: Mapping[str, np.ndarray]) -> tuple[Any, ...]:
         """Step every copy with row ``i`` of each agent's actions.
@@ -252,13 +307,22 @@ class PettingZooVectorEnv:
             ``(obs, rewards, terminated, truncated, infos)`` as described in
             the module docstring.
         """
-        per_copy = [{a: actions[a][i] for a in self.agents} for i in range(self.num_envs)]
-        results = self._call("step", per_copy)
-        obs = self._stack([r[0] for r in results])
-        rewards = self._stack([r[1] for r in results], np.float32)
-        terminated = self._stack([r[2] for r in results], bool)
-        truncated = self._stack([r[3] for r in results], bool)
-        active = self._stack([r[4] for r in results], bool)
+        results = self._call("step", self._per_copy_actions(actions))
+        n = self.num_envs
+        obs = {
+            a: np.empty((n, *s.shape), dtype=s.dtype) for a, s in self.observation_spaces.items()
+        }
+        rewards = {a: np.empty(n, dtype=np.float32) for a in self.agents}
+        terminated = {a: np.empty(n, dtype=bool) for a in self.agents}
+        truncated = {a: np.empty(n, dtype=bool) for a in self.agents}
+        active = {a: np.empty(n, dtype=bool) for a in self.agents}
+        for i, (o, r, te, tr, ac, _, _) in enumerate(results):
+            for a in self.agents:
+                obs[a][i] = o[a]
+                rewards[a][i] = r[a]
+                terminated[a][i] = te[a]
+                truncated[a][i] = tr[a]
+                active[a][i] = ac[a]
         done = np.array([r[5] for r in results], dtype=bool)
         final = [r[6] for r in results]
         infos = {"active": active, "episode_done": done, "final_obs": final}

@@ -121,6 +121,8 @@ class MLPChain:
 
         if isinstance(module, EvolvableMLP):
             return cls.of(module.mlp) if module._flatten is None else None
+        if isinstance(module, nn.Sequential):
+            return cls._of_sequential(module)
         if isinstance(module, MLP):
             names = [module.activation] * len(module.hidden_size) + [module.output_activation]
             layers = []
@@ -149,6 +151,28 @@ class MLPChain:
                 layers.append(ChainLayer(layer.weight_mu, layer.bias_mu, hidden_act, noise, norm))
             return cls(layers)
         return None
+
+    @classmethod
+    def _of_sequential(cls, module: nn.Sequential) -> MLPChain | None:
+        """``Linear -> LayerNorm? -> activation?`` repeated (multi-agent ``build_mlp``), or None."""
+        layers: list[ChainLayer] = []
+        linear: nn.Linear | None = None
+        norm: nn.LayerNorm | None = None
+        act: str | None = None
+        for child in [*module, None]:
+            if child is None or isinstance(child, nn.Linear):
+                if linear is not None:
+                    layers.append(ChainLayer(linear.weight, linear.bias, act, None, norm))
+                elif child is None:
+                    return None
+                linear, norm, act = child, None, None
+            elif isinstance(child, nn.LayerNorm) and linear is not None and norm is act is None:
+                norm = child
+            elif linear is not None and act is None and _act_name(type(child).__name__):
+                act = _act_name(type(child).__name__)
+            else:
+                return None
+        return cls(layers)
 
     # --- torch ------------------------------------------------------------------------
     def forward(

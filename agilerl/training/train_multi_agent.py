@@ -420,35 +420,41 @@ def _collect_ippo(
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """One rollout of ``learn_step // num_envs`` vector steps for :meth:`IPPO.learn`."""
     keys = ("obs", "critic_obs", "action", "log_prob", "value", "reward", "done", "active")
-    buf: dict[str, dict[str, list[torch.Tensor]]] = {k: {a: [] for a in env.agents} for k in keys}
+    buf: dict[str, dict[str, list[Any]]] = {k: {a: [] for a in env.agents} for k in keys}
     gamma = agent.spec.gamma
     for _ in range(_rollout_steps(agent, env.num_envs)):
         step = agent.policy_step(obs)
         next_obs, rewards, terminated, truncated, info = env.step(agent.env_actions(step["action"]))
         done = info["episode_done"]
-        reward = {a: torch.as_tensor(rewards[a], dtype=torch.float32) for a in env.agents}
-        bootstrap = done & np.any([truncated[a] & ~terminated[a] for a in env.agents], axis=0)
+        reward = dict(rewards)
+        cut = {a: truncated[a] & ~terminated[a] for a in env.agents}
+        bootstrap = done & np.any(list(cut.values()), axis=0)
         if bootstrap.any():
             final_values = agent.values(_final_obs(next_obs, info))
             for a in env.agents:
-                cut = torch.as_tensor(bootstrap & truncated[a] & ~terminated[a] & info["active"][a])
-                reward[a] = reward[a] + gamma * final_values[a] * cut.float()
+                mask = bootstrap & cut[a] & info["active"][a]
+                reward[a] = rewards[a] + gamma * final_values[a].numpy() * mask
         for a in env.agents:
-            buf["obs"][a].append(agent.obs_tensor(obs, a))
-            buf["critic_obs"][a].append(agent.critic_obs(obs, a))
+            buf["obs"][a].append(step["obs"][a])
+            buf["critic_obs"][a].append(step["critic_obs"][a])
             buf["action"][a].append(step["action"][a])
             buf["log_prob"][a].append(step["log_prob"][a])
             buf["value"][a].append(step["value"][a])
             buf["reward"][a].append(reward[a])
-            ended = torch.as_tensor(done | terminated[a] | truncated[a], dtype=torch.float32)
-            buf["done"][a].append(ended)
-            buf["active"][a].append(torch.as_tensor(info["active"][a]))
+            buf["done"][a].append(done | terminated[a] | truncated[a])
+            buf["active"][a].append(info["active"][a])
         agent.steps += env.num_envs
         schedule.result.env_steps += env.num_envs
         for per_agent in tracker.step(rewards, done):
             schedule.episode(agent, per_agent)
         obs = next_obs
-    rollout: dict[str, Any] = {k: {a: torch.stack(v) for a, v in d.items()} for k, d in buf.items()}
+    rollout: dict[str, Any] = {}
+    for k, d in buf.items():
+        if k in ("reward", "done", "active"):  # numpy rows: one conversion per rollout
+            dtype = torch.bool if k == "active" else torch.float32
+            rollout[k] = {a: torch.as_tensor(np.stack(v)).to(dtype) for a, v in d.items()}
+        else:
+            rollout[k] = {a: torch.stack(v) for a, v in d.items()}
     rollout["last_value"] = agent.values(obs)
     return rollout, obs
 

@@ -232,3 +232,47 @@ def test_vector_env_handles_agents_finishing_at_different_times(monkeypatch) -> 
     _, rew6, _, _, info6 = rows[5]
     assert info6["active"]["runner_0"].all() and (rew6["runner_0"] == 1.0).all()
     env.close()
+
+
+def test_vector_env_matches_the_wrapped_parallel_env_step_for_step() -> None:
+    """The bare-AEC fast path gives exactly what stepping the wrapped parallel env gives."""
+    import mpe2.simple_speaker_listener_v4 as sl
+
+    from agilerl.envs.pettingzoo import make_vector_env
+
+    for continuous in (False, True):
+        config = {"continuous_actions": continuous, "max_cycles": 5}
+        venv = make_vector_env("mpe2.simple_speaker_listener_v4", config, num_envs=2)
+        assert all(s.raw is not None for s in venv._steppers)
+        plain = [sl.parallel_env(**config) for _ in range(2)]
+        obs, _ = venv.reset(seed=3)
+        for i, env in enumerate(plain):
+            first, _ = env.reset(seed=3 + i)
+            for a in venv.agents:
+                np.testing.assert_array_equal(obs[a][i], first[a])
+        rng = np.random.default_rng(0)
+        for _ in range(12):
+            actions = {}
+            for a in venv.agents:
+                space = venv.action_spaces[a]
+                if continuous:
+                    actions[a] = rng.uniform(-0.2, 1.2, (2, *space.shape)).astype(np.float32)
+                else:
+                    actions[a] = rng.integers(0, space.n, 2)
+            obs, rewards, term, trunc, info = venv.step(actions)
+            for i, env in enumerate(plain):
+                row = {
+                    a: np.clip(actions[a][i], 0.0, 1.0) if continuous else actions[a][i]
+                    for a in env.agents
+                }
+                o, r, te, tr, _ = env.step(row)
+                for a in venv.agents:
+                    assert rewards[a][i] == np.float32(r[a])
+                    assert term[a][i] == te[a] and trunc[a][i] == tr[a]
+                if info["episode_done"][i]:
+                    for a in venv.agents:
+                        np.testing.assert_array_equal(info["final_obs"][i][a], o[a])
+                    o, _ = env.reset()
+                for a in venv.agents:
+                    np.testing.assert_array_equal(obs[a][i], o[a])
+        venv.close()
