@@ -112,7 +112,9 @@ def fully_shard_model(model: Any, *, reshard_after_forward: bool = True) -> Any:
         raise ValueError(f"{type(base).__name__} has no decoder layers at .model.layers")
     for layer in layers:
         fully_shard(layer, reshard_after_forward=reshard_after_forward)
-    fully_shard(model, reshard_after_forward=reshard_after_forward)
+    # The causal LM, not a PeftModel around it, is the root: ``generate`` calls its
+    # forward directly, and FSDP gathers the embeddings and head in that forward's hook.
+    fully_shard(base, reshard_after_forward=reshard_after_forward)
     return model
 
 
@@ -120,7 +122,8 @@ def is_sharded(model: Any) -> bool:
     """Whether ``model`` was sharded by :func:`fully_shard_model`."""
     from torch.distributed.fsdp import FSDPModule
 
-    return isinstance(model, FSDPModule)
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return isinstance(base, FSDPModule)
 
 
 def full(tensor: torch.Tensor) -> torch.Tensor:
@@ -189,8 +192,6 @@ def shard_like(params: dict[str, torch.Tensor], tensors: dict[str, torch.Tensor]
     for name, tensor in tensors.items():
         param = params[name]
         if hasattr(param, "device_mesh"):
-            tensor = distribute_tensor(
-                tensor.to(param.device), param.device_mesh, param.placements
-            )
+            tensor = distribute_tensor(tensor.to(param.device), param.device_mesh, param.placements)
         out[name] = tensor
     return out

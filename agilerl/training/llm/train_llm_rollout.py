@@ -18,7 +18,8 @@ Under ``torchrun`` (a process group is initialised, see
 rolls out its share of every batch and of the held-out prompts (seeded by
 rank), updates are combined across processes, and only rank 0 writes the run
 directory. An FSDP-sharded agent's state is gathered whole for rank 0's
-checkpoints, in the same format as a one-process run's.
+checkpoints, in the same format as a one-process run's (``agent_0.pt``; the
+``adapter_<i>`` export folders are not written for a sharded agent).
 """
 
 from __future__ import annotations
@@ -157,6 +158,8 @@ def train_llm_rollout(
         where = context.checkpoints.save(
             done, states or [a.checkpoint_state() for a in population], loop_state
         )
+        if distributed.is_sharded(population[0].actor):
+            return  # adapter folders need whole tensors; agent_0.pt holds them
         best = max(range(len(population)), key=fitnesses.__getitem__)
         _export(population, where, export, final=final, best=best)
 
