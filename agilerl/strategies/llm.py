@@ -144,6 +144,11 @@ class LLMRolloutStrategy(LLMStrategy):
             spec, envs.observation_space, runtime.pop_size, device=runtime.device, builder=builder
         )
         if distributed.active() and spec.fsdp is not None:
+            if getattr(population[0], "value_head", None) is not None:
+                raise ConfigError(
+                    f"algorithm.fsdp: {spec.name}'s value head is outside the model FSDP2 "
+                    "shards; set algorithm.fsdp=null (the adapters are then replicated)"
+                )
             population[0].shard()
         return population
 
