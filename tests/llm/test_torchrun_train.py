@@ -79,6 +79,13 @@ def test_torchrun_train_py_one_run_dir_and_fsdp_matches_replicated(
         torch.testing.assert_close(b["trainable"][name], tensor, atol=1e-5, rtol=1e-4)
     assert set(b["optimizer"]["state"]) == set(a["optimizer"]["state"])
 
+    # A sharded resume loads the whole checkpoint back into shards (optimizer steps go on).
+    resumed = _torchrun(tmp_path, "training.max_steps=3", f"resume={tmp_path / 'b'}")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    step_3 = _latest_agent(tmp_path / "b")
+    assert step_3["num_updates"] == 3
+    assert all(float(v["step"]) == 3 for v in step_3["optimizer"]["state"].values())
+
     # The gathered FSDP checkpoint loads into an unsharded, one-process agent.
     agent = LLMBuilder.build(GRPOSpec.model_validate(b["spec"]), tokenizer=left_tokenizer)
     agent.load_checkpoint_state(b)
