@@ -34,11 +34,12 @@ from agilerl.logging.progress import TrainingProgress
 from agilerl.logging.run_dir import RunDirectory
 from agilerl.logging.run_end import render_run_end
 from agilerl.strategies import PopulationRuntime, select_strategy
+from agilerl.training import distributed_run
 from agilerl.training.checkpointing import CheckpointManager, ResumeState, set_rng_state
 from agilerl.training.results import LoopResult
 from agilerl.training.resume_check import prepare_resume
 from agilerl.training.run_context import RunContext, finite_or_none
-from agilerl.training.run_lock import claim_run_dir, mark_run_dir
+from agilerl.training.run_lock import mark_run_dir
 
 
 def _algorithm_section(algorithm: str | dict[str, Any] | AlgorithmSpec) -> Any:
@@ -254,10 +255,20 @@ class LocalTrainer:
         another process holds it), and every resume check runs before a file
         is written.
 
+        Started as several processes (``torchrun``, ``srun``; see
+        :mod:`agilerl.training.distributed_run`), the processes join one group,
+        rank 0's run directory is everyone's, and only rank 0 claims and
+        writes it; a paradigm whose strategy does not train multi-process is refused.
+
         Raises:
             KeyboardInterrupt: After Ctrl-C, once the checkpoint and summary are written.
         """
-        with claim_run_dir(self.run_dir):
+        label = f"{self.spec.name} ({self.strategy.paradigm or 'this paradigm'})"
+        distributed_run.check_supported(label, self.strategy.multi_process)
+        distributed_run.join(self.device)
+        self.device = distributed_run.local_device(self.device)
+        self.run_dir = Path(distributed_run.broadcast(str(self.run_dir)))
+        with distributed_run.claim(self.run_dir):
             return self._run_claimed()
 
     def _run_claimed(self) -> LoopResult:
@@ -276,11 +287,15 @@ class LocalTrainer:
         agent_states, resume_state, self.seed = prepare_resume(
             self.run_dir, checkpoints, self.manifest, self.resume, self.seed
         )
-        self._seed_everything()
-        run_dir = RunDirectory(self.run_dir)
-        mark_run_dir(run_dir.path)
-        run_dir.truncate_metrics(resume_state.total_steps if resume_state else -1)
-        run_dir.write_manifest(self.manifest.to_dict())
+        self._seed_everything()  # alike on every process: the same model everywhere
+        distributed_run.barrier()  # every process has read the resume state before rank 0 writes
+        main = distributed_run.process_info().is_main
+        run_dir: RunDirectory | None = None
+        if main:
+            run_dir = RunDirectory(self.run_dir)
+            mark_run_dir(run_dir.path)
+            run_dir.truncate_metrics(resume_state.total_steps if resume_state else -1)
+            run_dir.write_manifest(self.manifest.to_dict())
 
         envs = self.strategy.make_envs(self.manifest, seed=self.seed)
         try:
@@ -303,7 +318,7 @@ class LocalTrainer:
             raise
         context = RunContext(
             run_dir=run_dir,
-            checkpoints=checkpoints,
+            checkpoints=checkpoints if main else None,
             seed=self.seed,
             max_wall_seconds=training.max_wall_seconds,
             resume_state=resume_state,
@@ -311,13 +326,15 @@ class LocalTrainer:
         )
         context.sinks = FanOut(
             self._sinks(run_dir, resume_state.wandb_id if resume_state else None)
+            if run_dir is not None
+            else []
         )
         wandb_ids = [s.run_id for s in context.sinks.sinks if isinstance(s, WandbSink)]
         context.wandb_id = wandb_ids[0] if wandb_ids else None
         context.progress = TrainingProgress(
             training.max_steps * training.pop_size,
             f"{self.spec.name} {getattr(self.manifest.environment, 'name', '')}",
-            enabled=self.verbose,
+            enabled=self.verbose and main,
         )
         if training.hpo:
             tournament, mutation = self._evolution_operators(resume_state)
@@ -346,7 +363,7 @@ class LocalTrainer:
         except FloatingPointError as exc:
             raise ConfigError(
                 f"training diverged: {exc}. The last good checkpoint is kept in "
-                f"{run_dir.checkpoints_dir}; {divergence_hint(self.spec)} and resume"
+                f"{checkpoints.directory}; {divergence_hint(self.spec)} and resume"
             ) from None
         finally:
             context.restore_signal_handlers()
@@ -354,7 +371,8 @@ class LocalTrainer:
             context.progress.close()
             context.sinks.close()
             finished = result if isinstance(result, LoopResult) else _failed(context)
-            self._write_summary(run_dir, finished, context)
+            if run_dir is not None:
+                self._write_summary(run_dir, finished, context)
         context.forward_stop_signal()
         return result
 

@@ -283,6 +283,18 @@ CASES: dict[str, Case] = {
         marks=SLOW,
         in_repo=True,  # the countdown rows are the repository's data/countdown.jsonl
     ),
+    "python scripts/make_tiny_llm.py && torchrun --standalone --nproc_per_node=2 train.py "
+    "experiment=grpo_countdown": Case(
+        budget={
+            "training.max_steps": "2",
+            "algorithm.batch_size": "2",
+            "algorithm.max_output_tokens": "8",
+            "logger.tensorboard": "false",
+        },
+        expect=["GRPO on", *RUN_END],
+        marks=SLOW,
+        in_repo=True,  # the countdown rows are the repository's data/countdown.jsonl
+    ),
     "python scripts/bench/grpo_vs_trl.py": Case(
         skip="a benchmark of minutes (needs trl, the bench extra); run by hand"
     ),
@@ -328,6 +340,7 @@ def shell_command(command: str, case: Case, fixtures: dict[str, Path]) -> str:
     command = re.sub(r"(^|&& )python ", rf"\g<1>{python} ", command)
     command = re.sub(r"(^|&& )agilerl ", rf"\g<1>{python} -m agilerl.cli ", command)
     command = re.sub(r"(^|&& )ruff ", rf"\g<1>{bindir}/ruff ", command)
+    command = re.sub(r"(^|&& )torchrun ", rf"\g<1>{python} -m torch.distributed.run ", command)
     command = command.replace(" train.py ", f" {REPO}/train.py ")
     command = re.sub(r"(^|\s|\()(scripts/)", rf"\g<1>{REPO}/\g<2>", command)
     return command

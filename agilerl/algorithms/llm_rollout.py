@@ -188,6 +188,36 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
         """Named clones of the trainable tensors (gathered whole when sharded)."""
         return {n: distributed.full(p.detach()).clone() for n, p in self._named_trainable().items()}
 
+    def _sharded(self) -> bool:
+        return distributed.active() and distributed.is_sharded(self.actor)
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """Plain-data state; a sharded agent's is gathered whole (every process must call this).
+
+        The result has the unsharded format, so a one-process run (and
+        ``torch.load(weights_only=True)``) reads it.
+        """
+        state = super().checkpoint_state()
+        if self._sharded():
+            state["trainable"] = {n: t.cpu() for n, t in state["trainable"].items()}
+            state["optimizer"] = distributed.full_optimizer_state(self.actor, self.optimizer)
+        return state
+
+    def load_checkpoint_state(self, state: dict[str, Any], *, keep_index: bool = False) -> None:
+        """Restore :meth:`checkpoint_state`; whole tensors are sharded when the agent is."""
+        if not self._sharded():
+            super().load_checkpoint_state(state, keep_index=keep_index)
+            return
+        optimizer_state = state["optimizer"]
+        state = {
+            **state,
+            "trainable": distributed.shard_like(self._named_trainable(), state["trainable"]),
+            "optimizer": self.optimizer.state_dict(),
+        }
+        super().load_checkpoint_state(state, keep_index=keep_index)
+        distributed.load_full_optimizer_state(self.actor, self.optimizer, optimizer_state)
+        self._apply_lr()
+
     def loss(
         self, rows: list[Sample], env: Any, context: dict[str, Any], norm: float
     ) -> tuple[torch.Tensor, dict[str, float]]:

@@ -97,9 +97,12 @@ def _run_task(cfg: Any) -> float | None:
     from agilerl.launch.env_check import check_environment
     from agilerl.launch.job import SweepJob
     from agilerl.launch.preflight import preflight
+    from agilerl.training.distributed_run import process_info
 
     overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
     job = SweepJob.current()
+    if job is not None and not process_info().is_main:
+        job = None  # several tasks train one run (srun); rank 0 records its states
     try:
         manifest, options = build_manifest(cfg, overrides)
         fields = preflight(

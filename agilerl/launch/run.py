@@ -69,26 +69,39 @@ def previous_run(run_dir: Path, manifest: TrainingManifest) -> RunResult | bool:
 
 
 def train_manifest(manifest: TrainingManifest, options: RunOptions) -> RunResult:
-    """Train ``manifest``; a run directory holding this run's checkpoints is resumed."""
-    from agilerl.trainer import LocalTrainer
-    from agilerl.training.run_lock import claim_run_dir
+    """Train ``manifest``; a run directory holding this run's checkpoints is resumed.
 
+    Started as several processes (``torchrun``, ``srun``), rank 0 names and
+    claims the run directory and decides whether to resume; the others follow.
+    """
+    from agilerl.strategies import select_strategy
+    from agilerl.trainer import LocalTrainer
+    from agilerl.training import distributed_run
+
+    if distributed_run.process_info().multi:
+        spec = manifest.algorithm_with_network()
+        strategy = select_strategy(spec)
+        label = f"{spec.name} ({strategy.paradigm or 'this paradigm'})"
+        distributed_run.check_supported(label, strategy.multi_process)
+        distributed_run.join(options.device)
     run_dir = Path(options.resume) if options.resume is not None else resolve_run_dir(options)
-    with claim_run_dir(run_dir):  # one process per run dir, held from the first check on
-        if options.resume is not None:
-            resume = True
-        else:
-            previous = previous_run(run_dir, manifest)
-            if isinstance(previous, RunResult):
+    run_dir = Path(distributed_run.broadcast(str(run_dir)))
+    with distributed_run.claim(run_dir):  # one process per run dir, held from the first check on
+
+        def decide() -> RunResult | bool:
+            return True if options.resume is not None else previous_run(run_dir, manifest)
+
+        previous = distributed_run.from_main(decide)
+        if isinstance(previous, RunResult):
+            if distributed_run.process_info().is_main:
                 print(f"{run_dir}: this run already finished ({previous.status}); nothing to do")
-                return previous
-            resume = previous
+            return previous
         trainer = LocalTrainer.from_manifest(
             manifest,
             seed=options.seed,
             device=options.device,
             run_dir=run_dir,
-            resume=resume,
+            resume=previous,
             logger=options.logger,
             torch_threads=options.torch_threads,
             trust_code=options.trust_code,

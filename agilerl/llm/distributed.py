@@ -6,9 +6,10 @@ the trainable tensors (the LoRA adapter and any ``modules_to_save``) are
 summed across processes before clipping and the optimizer step. The update
 is therefore the one a single process would take on the whole batch.
 
-This is data parallelism with replicated adapters (the base model is frozen
-and replicated, as in DDP); FSDP2 sharding of the base model is not applied
-in this version.
+By default the adapters are replicated (the frozen base model too, as in
+DDP); with ``algorithm.fsdp`` the model is sharded with FSDP2
+(:func:`fully_shard_model`), and checkpoints gather the whole state on rank 0
+(:func:`full_optimizer_state`).
 """
 
 from __future__ import annotations
@@ -111,7 +112,9 @@ def fully_shard_model(model: Any, *, reshard_after_forward: bool = True) -> Any:
         raise ValueError(f"{type(base).__name__} has no decoder layers at .model.layers")
     for layer in layers:
         fully_shard(layer, reshard_after_forward=reshard_after_forward)
-    fully_shard(model, reshard_after_forward=reshard_after_forward)
+    # The causal LM, not a PeftModel around it, is the root: ``generate`` calls its
+    # forward directly, and FSDP gathers the embeddings and head in that forward's hook.
+    fully_shard(base, reshard_after_forward=reshard_after_forward)
     return model
 
 
@@ -119,9 +122,76 @@ def is_sharded(model: Any) -> bool:
     """Whether ``model`` was sharded by :func:`fully_shard_model`."""
     from torch.distributed.fsdp import FSDPModule
 
-    return isinstance(model, FSDPModule)
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return isinstance(base, FSDPModule)
 
 
 def full(tensor: torch.Tensor) -> torch.Tensor:
     """The whole tensor of a (possibly sharded) parameter or gradient."""
     return tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
+
+
+def _index_to_fqn(model: Any, optimizer: torch.optim.Optimizer) -> list[str]:
+    """The parameter name of each optimizer slot, in ``optimizer.state_dict()``'s index order."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    slots = [names.get(id(p)) for group in optimizer.param_groups for p in group["params"]]
+    if None in slots:
+        raise ValueError("the optimizer updates tensors outside the sharded model")
+    return slots  # type: ignore[return-value]
+
+
+def full_optimizer_state(model: Any, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """A sharded model's optimizer state, gathered whole on rank 0 in the unsharded format.
+
+    Uses ``get_optimizer_state_dict(full_state_dict=True, cpu_offload=True)``
+    and renames its parameter names to the integer slots of
+    ``optimizer.state_dict()``, so the checkpoint loads into one process.
+    Ranks other than 0 get an empty dict.
+    """
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    gathered = get_optimizer_state_dict(model, optimizer, options=options)
+    if not gathered:
+        return {}
+    slots = {name: i for i, name in enumerate(_index_to_fqn(model, optimizer))}
+    groups = [
+        {**group, "params": [slots[name] for name in group["params"]]}
+        for group in gathered["param_groups"]
+    ]
+    return {
+        "state": {slots[name]: value for name, value in gathered["state"].items()},
+        "param_groups": groups,
+    }
+
+
+def load_full_optimizer_state(
+    model: Any, optimizer: torch.optim.Optimizer, state: dict[str, Any]
+) -> None:
+    """Load an unsharded ``optimizer.state_dict()`` into a sharded model's optimizer."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+    names = _index_to_fqn(model, optimizer)
+    by_name = {
+        "state": {names[int(i)]: value for i, value in state["state"].items()},
+        "param_groups": [
+            {**group, "params": [names[int(i)] for i in group["params"]]}
+            for group in state["param_groups"]
+        ],
+    }
+    set_optimizer_state_dict(
+        model, optimizer, by_name, options=StateDictOptions(full_state_dict=True)
+    )
+
+
+def shard_like(params: dict[str, torch.Tensor], tensors: dict[str, torch.Tensor]) -> dict:
+    """Whole ``tensors`` split the way the same-named sharded ``params`` are."""
+    from torch.distributed.tensor import distribute_tensor
+
+    out = {}
+    for name, tensor in tensors.items():
+        param = params[name]
+        if hasattr(param, "device_mesh"):
+            tensor = distribute_tensor(tensor.to(param.device), param.device_mesh, param.placements)
+        out[name] = tensor
+    return out

@@ -98,6 +98,8 @@ class TrainingStrategy(ABC):
     default_loop: ClassVar[str | TrainingLoop | None] = None
     paradigm: ClassVar[str] = ""
     """Label shown by ``agilerl algorithms``."""
+    multi_process: ClassVar[bool] = False
+    """Whether the loop trains one agent data-parallel over several processes (torchrun)."""
 
     def get_training_loop(self, spec: AlgorithmSpec | None = None) -> TrainingLoop:
         """Select the training loop for ``spec``.

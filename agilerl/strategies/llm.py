@@ -78,6 +78,7 @@ class LLMRolloutStrategy(LLMStrategy):
     """
 
     paradigm: ClassVar[str] = "LLM rollout"
+    multi_process: ClassVar[bool] = True
     default_loop: ClassVar[str | TrainingLoop | None] = (
         "agilerl.training.llm.train_llm_rollout:train_llm_rollout"
     )
@@ -124,12 +125,32 @@ class LLMRolloutStrategy(LLMStrategy):
     def build_population(
         self, spec: AlgorithmSpec, builder: Any, envs: EnvSetup, runtime: PopulationRuntime
     ) -> list[Any]:
-        """``pop_size`` adapters on one shared base model (the tokenizer rides in ``envs``)."""
+        """``pop_size`` adapters on one shared base model (the tokenizer rides in ``envs``).
+
+        In a multi-process run the one agent is sharded with FSDP2 when ``algorithm.fsdp`` is set.
+
+        Raises:
+            ConfigError: If a multi-process run asks for more than one agent.
+        """
+        from agilerl.llm import distributed
         from agilerl.llm.evolution import population_on_one_base
 
-        return population_on_one_base(
+        if distributed.active() and runtime.pop_size != 1:
+            raise ConfigError(
+                f"training.pop_size={runtime.pop_size}: a multi-process (torchrun) run trains "
+                "one agent data-parallel; set training.pop_size=1"
+            )
+        population = population_on_one_base(
             spec, envs.observation_space, runtime.pop_size, device=runtime.device, builder=builder
         )
+        if distributed.active() and spec.fsdp is not None:
+            if getattr(population[0], "value_head", None) is not None:
+                raise ConfigError(
+                    f"algorithm.fsdp: {spec.name}'s value head is outside the model FSDP2 "
+                    "shards; set algorithm.fsdp=null (the adapters are then replicated)"
+                )
+            population[0].shard()
+        return population
 
     def get_trainer_kwargs(
         self,

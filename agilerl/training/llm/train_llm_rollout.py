@@ -17,8 +17,9 @@ Under ``torchrun`` (a process group is initialised, see
 :mod:`agilerl.llm.distributed`) one agent trains data-parallel: each process
 rolls out its share of every batch and of the held-out prompts (seeded by
 rank), updates are combined across processes, and only rank 0 writes the run
-directory. Checkpoints of an FSDP-sharded agent are not written in this
-version (replicated adapters are).
+directory. An FSDP-sharded agent's state is gathered whole for rank 0's
+checkpoints, in the same format as a one-process run's (``agent_0.pt``; the
+``adapter_<i>`` export folders are not written for a sharded agent).
 """
 
 from __future__ import annotations
@@ -119,9 +120,6 @@ def train_llm_rollout(
             raise ValueError("data-parallel training runs one agent (pop_size 1)")
         if rank > 0:  # reads the resume state like rank 0, writes nothing
             context.run_dir, context.checkpoints = None, None
-        sharded = distributed.is_sharded(population[0].actor)
-        if sharded:
-            context.checkpoints = None
     spec = population[0].spec
     seed = spec.seed
     held_out = env.test[:eval_rows] if eval_rows else env.test
@@ -144,6 +142,8 @@ def train_llm_rollout(
         rewards_table.truncate(done)
 
     def save(final: bool) -> None:
+        # Every process gathers (a sharded agent's state is a collective); rank 0 writes.
+        states = [a.checkpoint_state() for a in population] if world > 1 else None
         if context.checkpoints is None:
             return
         extra = {"rounds": done, "fitnesses": list(fitnesses), "history": list(history)}
@@ -156,8 +156,10 @@ def train_llm_rollout(
             extra=extra,
         )
         where = context.checkpoints.save(
-            done, [a.checkpoint_state() for a in population], loop_state
+            done, states or [a.checkpoint_state() for a in population], loop_state
         )
+        if distributed.is_sharded(population[0].actor):
+            return  # adapter folders need whole tensors; agent_0.pt holds them
         best = max(range(len(population)), key=fitnesses.__getitem__)
         _export(population, where, export, final=final, best=best)
 
