@@ -23,9 +23,9 @@ from typing import Any
 
 from agilerl.arena.models.training import CheckpointExportSpec
 from agilerl.llm.datasets import LLMDatasetEnv
-from agilerl.llm.evolution import evolve_population
 from agilerl.logging.run_dir import RunDirectory
-from agilerl.training.checkpointing import CheckpointManager, ResumeState, set_rng_state
+from agilerl.training.checkpointing import CheckpointManager
+from agilerl.training.llm.loop_state import LLMLoopState
 from agilerl.training.results import LoopResult
 from agilerl.training.run_context import RunContext
 
@@ -116,64 +116,41 @@ def train_llm_dataset(
         num_epochs * per_epoch if num_epochs is not None else math.inf,
     )
     seed = population[0].spec.seed
-    done, fitnesses, history = 0, [0.0] * len(population), []
-    resumed = context.resume_state
-    if resumed is not None:
-        state = resumed.extra
-        if "agents" in state:  # called directly; the trainer restores the agents itself
-            for agent, agent_state in zip(population, state["agents"], strict=True):
-                agent.load_checkpoint_state(agent_state)
-        done, fitnesses = int(state["batches"]), list(state["fitnesses"])
-        history = list(state["history"])
-        if resumed.rng is not None:
-            set_rng_state(resumed.rng)
+    state = LLMLoopState.start(context, population, "batches")
 
     def save(final: bool) -> None:
         if context.checkpoints is None:
             return
-        extra = {"batches": done, "fitnesses": list(fitnesses), "history": list(history)}
-        loop_state = ResumeState(
-            generation=len(history) // max(1, len(population)),
-            total_steps=done,
-            wall_seconds=context.elapsed(),
-            best_fitness=max(fitnesses) if fitnesses else None,
-            wandb_id=context.wandb_id,
-            extra=extra,
-        )
         where = context.checkpoints.save(
-            done, [a.checkpoint_state() for a in population], loop_state
+            state.done,
+            [a.checkpoint_state() for a in population],
+            state.resume_state(context, len(population)),
         )
-        best = max(range(len(population)), key=fitnesses.__getitem__)
-        _export(population, where, export, final=final, best=best)
+        _export(population, where, export, final=final, best=state.best_agent())
 
     def evaluate() -> None:
         rows = []
         for i, agent in enumerate(population):
             metrics = agent.evaluate(env.test.rows, env, batch_size=batch_size)
-            fitnesses[i] = fitness_of(agent, metrics)
-            agent.fitness.append(fitnesses[i])
-            rows.append({"step": done, "agent": i, **metrics, "fitness": fitnesses[i]})
-        history.extend(rows)
-        if context.run_dir is not None:
-            context.run_dir.append_metrics(rows)
-        best = rows[max(range(len(rows)), key=lambda j: rows[j]["fitness"])]
-        context.sinks.log({f"eval/{k}": float(v) for k, v in best.items() if k != "agent"}, done)
+            state.fitnesses[i] = fitness_of(agent, metrics)
+            agent.fitness.append(state.fitnesses[i])
+            rows.append({"step": state.done, "agent": i, **metrics, "fitness": state.fitnesses[i]})
+        state.record_evaluation(context, rows)
 
-    started, start_done = time.perf_counter(), done
-    while done < total:
-        epoch, cursor = divmod(done, per_epoch)
+    started, start_done = time.perf_counter(), state.done
+    while state.done < total:
+        epoch, cursor = divmod(state.done, per_epoch)
         order = env.order(epoch, seed)
         rows = [env.train.rows[j] for j in order[cursor * batch_size : (cursor + 1) * batch_size]]
         for agent in population:
             metrics = agent.learn(rows, env)
-        done += 1
+        state.done += 1
+        done = state.done
         context.sinks.log({f"train/{k}": v for k, v in metrics.items()}, done)
         if done % evaluation_interval == 0 or done == total:
             evaluate()
             if hpo and len(population) > 1 and done < total:
-                lineage = evolve_population(population, fitnesses, seed=seed * 7919 + done)
-                if context.run_dir is not None:
-                    context.run_dir.append_lineage([{"step": done, **row} for row in lineage])
+                state.evolve(context, population, seed)
         if context.progress is not None:
             rows_per_second = (done - start_done) * batch_size / (time.perf_counter() - started)
             context.progress.update(done, rows_per_second)
@@ -183,21 +160,4 @@ def train_llm_dataset(
             save(final=done == total)
         if stopping:
             break
-    if done >= total:
-        status = "completed"
-    elif context.stop_requested is not None or stop_after is not None:
-        status = "interrupted"
-    else:
-        status = "time_limit"
-    best = [f for row in history for f in [row["fitness"]] if math.isfinite(f)]
-    result = LoopResult(
-        population=population,
-        fitnesses=list(fitnesses),
-        total_steps=done,
-        best_fitness=max(best) if best else None,
-        final_fitness=max(fitnesses) if fitnesses else None,
-        status=status,
-        wall_seconds=context.elapsed(),
-    )
-    context.last_result = result
-    return result
+    return state.result(context, population, total, stop_after)

@@ -25,17 +25,15 @@ checkpoints, in the same format as a one-process run's (``agent_0.pt``; the
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from agilerl.llm.evolution import evolve_population
 from agilerl.llm.rollout_env import RolloutEnv
 from agilerl.logging.run_dir import CsvTable
-from agilerl.training.checkpointing import ResumeState, set_rng_state
+from agilerl.training.llm.loop_state import LLMLoopState
 from agilerl.training.llm.train_llm_dataset import _context, _export
 from agilerl.training.results import LoopResult
 from agilerl.training.run_context import RunContext
@@ -124,17 +122,8 @@ def train_llm_rollout(
     seed = spec.seed
     held_out = env.test[:eval_rows] if eval_rows else env.test
     held_out = distributed.shard(held_out[: len(held_out) - len(held_out) % world])
-    done, fitnesses, history = 0, [0.0] * len(population), []
-    resumed = context.resume_state
-    if resumed is not None:
-        state = resumed.extra
-        if "agents" in state:  # called directly; the trainer restores the agents itself
-            for agent, agent_state in zip(population, state["agents"], strict=True):
-                agent.load_checkpoint_state(agent_state)
-        done, fitnesses = int(state["rounds"]), list(state["fitnesses"])
-        history = list(state["history"])
-        if resumed.rng is not None:
-            set_rng_state(resumed.rng)
+    state = LLMLoopState.start(context, population, "rounds")
+    done = state.done
     if world > 1:  # each rank samples its own completions
         torch.manual_seed(seed * 1009 + rank + 100_003 * done)
     rewards_table = CsvTable(context.run_dir.path / "rewards.csv") if context.run_dir else None
@@ -146,41 +135,31 @@ def train_llm_rollout(
         states = [a.checkpoint_state() for a in population] if world > 1 else None
         if context.checkpoints is None:
             return
-        extra = {"rounds": done, "fitnesses": list(fitnesses), "history": list(history)}
-        loop_state = ResumeState(
-            generation=len(history) // max(1, len(population)),
-            total_steps=done,
-            wall_seconds=context.elapsed(),
-            best_fitness=max(fitnesses) if fitnesses else None,
-            wandb_id=context.wandb_id,
-            extra=extra,
-        )
         where = context.checkpoints.save(
-            done, states or [a.checkpoint_state() for a in population], loop_state
+            state.done,
+            states or [a.checkpoint_state() for a in population],
+            state.resume_state(context, len(population)),
         )
         if distributed.is_sharded(population[0].actor):
             return  # adapter folders need whole tensors; agent_0.pt holds them
-        best = max(range(len(population)), key=fitnesses.__getitem__)
-        _export(population, where, export, final=final, best=best)
+        _export(population, where, export, final=final, best=state.best_agent())
 
     def evaluate() -> None:
         rows = []
         for i, agent in enumerate(population):
             metrics, shown = evaluate_agent(agent, env, held_out, greedy=eval_greedy)
             metrics = distributed.reduce_metrics(metrics, ())
-            fitnesses[i] = metrics["mean_reward"]
-            agent.fitness.append(fitnesses[i])
+            state.fitnesses[i] = metrics["mean_reward"]
+            agent.fitness.append(state.fitnesses[i])
             hps = {k: getattr(agent.spec, k) for k in agent.hp_names}
-            rows.append({"step": done, "agent": i, **metrics, **hps, "fitness": fitnesses[i]})
+            row = {"step": state.done, "agent": i, **metrics, **hps}
+            rows.append({**row, "fitness": state.fitnesses[i]})
             if context.run_dir is not None:
-                where = context.run_dir.path / "samples" / f"step_{done:06d}_agent_{i}.jsonl"
+                name = f"step_{state.done:06d}_agent_{i}.jsonl"
+                where = context.run_dir.path / "samples" / name
                 where.parent.mkdir(parents=True, exist_ok=True)
                 where.write_text("".join(json.dumps(r, default=str) + "\n" for r in shown))
-        history.extend(rows)
-        if context.run_dir is not None:
-            context.run_dir.append_metrics(rows)
-        best = rows[max(range(len(rows)), key=lambda j: rows[j]["fitness"])]
-        context.sinks.log({f"eval/{k}": float(v) for k, v in best.items() if k != "agent"}, done)
+        state.record_evaluation(context, rows)
 
     started, start_done = time.perf_counter(), done
     tokens = 0.0
@@ -192,7 +171,8 @@ def train_llm_rollout(
             metrics = agent.learn(samples)
             tokens += sum(s.num_actions for s in samples)
             round_rows.append({"step": done + 1, "agent": i, **metrics})
-        done += 1
+        state.done += 1
+        done = state.done
         if rewards_table is not None:
             rewards_table.append(round_rows)
         best_round = max(round_rows, key=lambda r: r["reward"])
@@ -200,9 +180,7 @@ def train_llm_rollout(
         if done % evaluation_interval == 0 or done == max_steps:
             evaluate()
             if hpo and len(population) > 1 and done < max_steps:
-                lineage = evolve_population(population, fitnesses, seed=seed * 7919 + done)
-                if context.run_dir is not None:
-                    context.run_dir.append_lineage([{"step": done, **row} for row in lineage])
+                state.evolve(context, population, seed)
         if context.progress is not None:
             context.progress.update(done, tokens / max(time.perf_counter() - started, 1e-9))
         stopping = stop_after is not None and done >= stop_after
@@ -213,22 +191,5 @@ def train_llm_rollout(
             save(final=done == max_steps)
         if stopping:
             break
-    if done >= max_steps:
-        status = "completed"
-    elif context.stop_requested is not None or stop_after is not None:
-        status = "interrupted"
-    else:
-        status = "time_limit"
     del start_done
-    best = [row["fitness"] for row in history if math.isfinite(row["fitness"])]
-    result = LoopResult(
-        population=population,
-        fitnesses=list(fitnesses),
-        total_steps=done,
-        best_fitness=max(best) if best else None,
-        final_fitness=max(fitnesses) if fitnesses else None,
-        status=status,
-        wall_seconds=context.elapsed(),
-    )
-    context.last_result = result
-    return result
+    return state.result(context, population, max_steps, stop_after)
