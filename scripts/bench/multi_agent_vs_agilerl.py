@@ -17,22 +17,25 @@ python and a working directory outside this repository (so our ``agilerl`` is
 not on its path). It steps its env copies in subprocesses
 (``AsyncPettingZooVecEnv``); ours steps them in process (``sync: true``).
 
-Measured (``--scale 0.2``, seed 0, 2 shared CPU cores under heavy load from other jobs, public
+Measured (``--scale 0.2``, seed 0, 2 CPU cores, under heavy load from other jobs unless said; public
 AgileRL 2.58.0, torch 2.13.0 on both sides; wall-clock ratios on this machine move by about
 ±0.3x between invocations):
 
 * before the speed work: IPPO 687 vs 709 steps/s (0.97x), MATD3 204 vs 210 (0.97x);
-* now, two invocations: IPPO 18,432 steps: ours 573 / 1,863 steps/s, greedy return -36.7,
-  public 275 / 1,056 steps/s, -41.8 (2.08x / 1.76x); MATD3 10,240 steps: ours 490 steps/s,
-  -29.0, public 286 steps/s, -262.8 (1.71x).
+* now, two invocations under load: IPPO 18,432 steps: ours 573 / 1,863 steps/s, greedy
+  return -36.7, public 275 / 1,056 steps/s, -41.8 (2.08x / 1.76x); MATD3 10,240 steps: ours
+  490 steps/s, -29.0, public 286 steps/s, -262.8 (1.71x);
+* now, on the idle machine (load < 1): IPPO ours 5,500 vs public 1,596 steps/s (3.45x),
+  MATD3 ours 1,192 vs 489 steps/s (2.44x), the same returns.
 
-Better return at 1.7-2.1x the speed: the 3x goal is not met yet. Per vector step of 8 copies
-(CPU time, one process): env stepping 1.6 -> 0.5 ms (the bare AEC env under PettingZoo's
-``aec_to_parallel`` is stepped directly; mpe2's own world step is now most of it), a MATD3
-update 10 -> 6 ms (GradTape trunks, one backward per phase, FlatAdam). What is left of an
-update is about half per-op overhead (twin critics of two policies, each its own chain),
-so stacking the twin critics into one batched chain is the next step; the public package
-also steps its copies in 8 subprocesses, which on a loaded shared machine buys it CPU share.
+Better return at 3.45x (IPPO) and 2.44x (MATD3) the speed: the 3x goal is met for IPPO
+only. Per vector step of 8 copies (CPU time, one process): env stepping 1.6 -> 0.5 ms (the
+bare AEC env under PettingZoo's ``aec_to_parallel`` is stepped directly; mpe2's own world
+step is now most of it), a MATD3 update 10 -> 6 ms (GradTape trunks, one backward per
+phase, FlatAdam). What is left of an update is about half per-op overhead (twin critics of
+two policies, each its own chain), so stacking the twin critics into one batched chain is
+the next step; the public package also steps its copies in 8 subprocesses, which on a
+loaded shared machine buys it CPU share.
 """
 
 from __future__ import annotations
