@@ -124,39 +124,3 @@ def test_cli_validate_schema_algorithms(tmp_path: Path) -> None:
         # an alias is listed in its algorithm's row ("also" column)
         row = rows.get(name) or next(r for r in rows.values() if repr(name) in r)
         assert ("│ yes" in row) is trains, row
-
-
-def _untrainable_algorithm_conf() -> tuple[str, str, str] | None:
-    """(conf name, registry name, an env conf of its kind) of an algorithm that cannot train."""
-    from agilerl.arena.models.registry import MANIFEST_REGISTRY
-    from agilerl.strategies import strategy_for
-
-    envs = {
-        "offline": "cartpole_offline",
-        "bandit": "iris_bandit",
-        "pettingzoo": "mpe_simple_spread",
-    }
-    for conf in sorted((REPO / "conf/algorithm").glob("*.yaml")):
-        name = yaml.safe_load(conf.read_text())["name"]
-        spec_cls = MANIFEST_REGISTRY.get(name)
-        if not strategy_for(spec_cls).trainable and spec_cls.env_type in envs:
-            return conf.stem, name, envs[spec_cls.env_type]
-    return None
-
-
-def test_a_paradigm_that_does_not_train_yet_says_so(tmp_path: Path) -> None:
-    found = _untrainable_algorithm_conf()
-    if found is None:
-        pytest.skip("every RL paradigm trains in this version")
-    conf, name, env = found
-    result = run(
-        str(REPO / "train.py"),
-        f"algorithm={conf}",
-        f"env={env}",
-        f"run_dir={tmp_path / 'run'}",
-        f"hydra.run.dir={tmp_path / 'h'}",
-    )
-    assert result.returncode == 2
-    assert f"training {name}" in result.stderr and "not available" in result.stderr
-    assert "Traceback" not in result.stderr
-    assert not (tmp_path / "run").exists()
