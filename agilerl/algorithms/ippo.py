@@ -84,34 +84,6 @@ class IPPO(MultiAgentAlgorithm):
     spec_class = IPPOSpec
     spec: IPPOSpec
 
-    def __init__(
-        self,
-        spec: IPPOSpec,
-        observation_spaces: Mapping[str, spaces.Space] | None,
-        action_spaces: Mapping[str, spaces.Space] | None,
-        *,
-        index: int | None = 0,
-        device: str | torch.device = "cpu",
-        total_steps: int | None = None,
-        actor_networks: nn.ModuleDict | None = None,
-        critic_networks: nn.ModuleDict | None = None,
-        **overrides: Any,
-    ) -> None:
-        super().__init__(
-            spec,
-            observation_spaces,
-            action_spaces,
-            index=index,
-            device=device,
-            total_steps=total_steps,
-            **overrides,
-        )
-        for space in self.action_spaces.values():
-            if not isinstance(space, spaces.Discrete | spaces.Box):
-                raise ValueError(f"IPPO supports Discrete and Box actions, got {space}")
-        self._given = (actor_networks, critic_networks)
-        self._build()
-
     # --- networks -------------------------------------------------------------
     def _critic_in(self, policy: str) -> int:
         if self.spec.shared_critic_input:

@@ -41,7 +41,8 @@ class LLMStrategy(TrainingStrategy):
         memory: Any = None,
         n_step_memory: Any = None,
     ) -> dict[str, Any]:
-        """evaluation_interval, checkpoints, max_reward; num_epochs for dataset loops."""
+        """evaluation_interval, checkpoints and their export, HPO, max_reward; num_epochs for
+        dataset loops."""
         ignored = [
             k
             for k in _IGNORED_BY_LLM_LOOPS
@@ -65,6 +66,8 @@ class LLMStrategy(TrainingStrategy):
             warnings.warn(
                 "training.num_epochs is ignored by rollout fine-tuning", UserWarning, stacklevel=2
             )
+        kwargs["checkpoint_export"] = training.effective_checkpoint_export()
+        kwargs["hpo"] = training.hpo
         max_reward = getattr(env_spec, "max_reward", None)
         if max_reward is not None:
             kwargs["max_reward"] = max_reward
@@ -161,12 +164,10 @@ class LLMRolloutStrategy(LLMStrategy):
         memory: Any = None,
         n_step_memory: Any = None,
     ) -> dict[str, Any]:
-        """The shared LLM kwargs plus checkpoint export, HPO and greedy evaluation."""
+        """The shared LLM kwargs plus greedy evaluation and the held-out sample count."""
         kwargs = super().get_trainer_kwargs(
             spec, training=training, env_spec=env_spec, memory=memory, n_step_memory=n_step_memory
         )
-        kwargs["checkpoint_export"] = training.effective_checkpoint_export()
-        kwargs["hpo"] = training.hpo
         kwargs["eval_greedy"] = training.eval_greedy
         if training.eval_samples_per_task:
             kwargs["eval_rows"] = training.eval_samples_per_task
@@ -254,20 +255,3 @@ class LLMDatasetStrategy(LLMStrategy):
         return population_on_one_base(
             spec, envs.observation_space, runtime.pop_size, device=runtime.device, builder=builder
         )
-
-    def get_trainer_kwargs(
-        self,
-        spec: AlgorithmSpec,
-        *,
-        training: TrainingSpec,
-        env_spec: EnvSpecBase,
-        memory: Any = None,
-        n_step_memory: Any = None,
-    ) -> dict[str, Any]:
-        """The shared LLM kwargs plus checkpoint export and the adapter-population HPO switch."""
-        kwargs = super().get_trainer_kwargs(
-            spec, training=training, env_spec=env_spec, memory=memory, n_step_memory=n_step_memory
-        )
-        kwargs["checkpoint_export"] = training.effective_checkpoint_export()
-        kwargs["hpo"] = training.hpo
-        return kwargs

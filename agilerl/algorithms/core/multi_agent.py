@@ -144,6 +144,8 @@ class MultiAgentAlgorithm(base.MultiAgentAlgorithm):
         index: int | None = 0,
         device: str | torch.device = "cpu",
         total_steps: int | None = None,
+        actor_networks: nn.ModuleDict | None = None,
+        critic_networks: nn.ModuleDict | None = None,
         **overrides: Any,
     ) -> None:
         if index is None:
@@ -174,8 +176,15 @@ class MultiAgentAlgorithm(base.MultiAgentAlgorithm):
                         f"share_policies: agents {first!r} and {other!r} of group {policy!r} "
                         "have different spaces; set share_policies: false"
                     )
+        for space in self.action_spaces.values():
+            if not isinstance(space, spaces.Discrete | spaces.Box):
+                raise ValueError(
+                    f"{type(self).__name__} supports Discrete and Box actions, got {space}"
+                )
         self.nets: dict[str, nn.ModuleDict] = {}
         self.opts: dict[str, torch.optim.Optimizer] = {}
+        self._given = (actor_networks, critic_networks)  # pre-built networks, used as given
+        self._build()
 
     # --- spec helpers -------------------------------------------------------------
     def net_spec(self, policy: str) -> NetworkSpec | None:
