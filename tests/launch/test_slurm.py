@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -30,14 +31,21 @@ def slurm_cluster() -> Iterator[None]:
     yield
 
 
-def _sacct_count() -> int:
+def _now() -> str:
+    return datetime.now().strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _jobs_submitted_since(start: str) -> list[str]:
+    """Job ids submitted at or after ``start`` (by submit time, so a job of an earlier test
+    that the accounting records late is not counted)."""
     out = subprocess.run(
-        ["sacct", "-n", "-X", "-a", "-S", "2000-01-01", "-o", "JobID"],
+        ["sacct", "-n", "-X", "-a", "-P", "-S", "2000-01-01", "-o", "JobID,Submit"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    return len(out.split())
+    rows = [line.split("|") for line in out.splitlines() if "|" in line]
+    return [job for job, submit in rows if submit >= start]
 
 
 def test_two_job_seed_sweep(tmp_path: Path) -> None:
@@ -137,12 +145,12 @@ def test_cancelled_job_is_marked_failed_by_the_scheduler_state(tmp_path: Path) -
 
 
 def test_invalid_sweep_submits_nothing(tmp_path: Path) -> None:
-    before = _sacct_count()
+    start = _now()
     done = multirun(
         tmp_path / "bad", "hydra/launcher=slurm_cpu", "algorithm.clip_coef=0.2,7", *QUICK
     )
     assert done.returncode == 2 and "algorithm.clip_coef" in done.stderr
-    assert _sacct_count() == before
+    assert _jobs_submitted_since(start) == []
 
 
 def test_gpus_per_node_reaches_the_job(tmp_path: Path) -> None:
@@ -158,7 +166,7 @@ def test_gpus_per_node_reaches_the_job(tmp_path: Path) -> None:
 
 def test_unknown_partition_is_refused_naming_the_ones_that_exist(tmp_path: Path) -> None:
     sweep = tmp_path / "partition"
-    before = _sacct_count()
+    start = _now()
     done = multirun(
         sweep, "hydra/launcher=slurm_cpu", "hydra.launcher.partition=cpu", "seed=0", *QUICK
     )
@@ -166,7 +174,7 @@ def test_unknown_partition_is_refused_naming_the_ones_that_exist(tmp_path: Path)
     assert "hydra.launcher.partition: this cluster has no partition cpu" in done.stderr
     assert "debug (default), urgent" in done.stderr
     assert "Traceback" not in done.stderr
-    assert _sacct_count() == before
+    assert _jobs_submitted_since(start) == []
 
 
 def test_other_sbatch_refusals_are_user_errors(tmp_path: Path) -> None:
