@@ -145,6 +145,15 @@ CASES: dict[str, Case] = {
     "python train.py algorithm=recurrent_ppo env=cartpole_novel": Case(
         budget=SMALL, expect=["on CartPoleNoVel-v1: ", *RUN_END], marks=SLOW
     ),
+    "python train.py algorithm=sac env=pendulum": Case(
+        budget=SMALL, expect=["SAC on Pendulum-v1: ", *RUN_END], marks=SLOW
+    ),
+    "python train.py algorithm=sac env=mountain_car_continuous": Case(
+        budget=SMALL, expect=["SAC on MountainCarContinuous-v0: ", *RUN_END], marks=SLOW
+    ),
+    "python train.py algorithm=td3 env=pendulum network=simba dry_run=true": Case(
+        expect=["arch: simba", "lr_actor: 0.001"]
+    ),
     "python train.py algorithm=ppo env=cartpole dry_run=true": Case(
         expect=["algorithm:\n  name: PPO", "name: CartPole-v1"]
     ),

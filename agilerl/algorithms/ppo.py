@@ -98,6 +98,7 @@ class PPO(SingleAgentAlgorithm):
         "vf_coef",
         "max_grad_norm",
         "update_epochs",
+        "max_seq_len",
     )
     lr_optimizers: ClassVar[dict[str, str]] = {"lr": "optimizer"}
     rebuild_fields = frozenset(

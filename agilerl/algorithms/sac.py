@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -40,7 +40,10 @@ class SAC(OffPolicyAlgorithm):
 
     Actions: the policy is a tanh-squashed Gaussian in ``[-1, 1]`` mapped onto
     the env's bounds (:class:`SquashedGaussianActor`); acting samples from it,
-    greedy acting takes ``tanh(mean)``. The replay buffer stores env actions;
+    greedy acting takes ``tanh(mean)``. With ``noise_correlation`` rho > 0 the
+    sample's standard-normal draws follow one unit-variance AR(1) process per
+    sub-env (restarted by :meth:`reset_noise` at episode ends), for temporally
+    extended exploration. The replay buffer stores env actions;
     :meth:`learn` normalises them again. Hyperparameters are the fields of
     :class:`SACSpec`.
 
@@ -92,6 +95,7 @@ class SAC(OffPolicyAlgorithm):
         self.last_actor_loss = getattr(self, "last_actor_loss", 0.0)
         self.last_alpha_loss = getattr(self, "last_alpha_loss", 0.0)
         self.last_entropy = getattr(self, "last_entropy", 0.0)
+        self._noise: np.ndarray | None = getattr(self, "_noise", None)
         spec, actor, critics = self.spec, actor_network, critic_networks
         if critics is not None and len(critics) != self.num_critics:
             raise ValueError(f"SAC takes {self.num_critics} critic networks")
@@ -154,6 +158,7 @@ class SAC(OffPolicyAlgorithm):
             "last_actor_loss": float(self.last_actor_loss),
             "last_alpha_loss": float(self.last_alpha_loss),
             "last_entropy": float(self.last_entropy),
+            "noise": None if self._noise is None else self._noise.tolist(),
         }
 
     def _load_extra_state(self, extra: dict[str, Any]) -> None:
@@ -163,6 +168,8 @@ class SAC(OffPolicyAlgorithm):
         self.last_actor_loss = float(extra.get("last_actor_loss", 0.0))
         self.last_alpha_loss = float(extra.get("last_alpha_loss", 0.0))
         self.last_entropy = float(extra.get("last_entropy", 0.0))
+        noise = extra.get("noise")
+        self._noise = None if noise is None else np.asarray(noise, dtype=np.float32)
 
     # --- temperature ------------------------------------------------------------------
     @property
@@ -196,8 +203,31 @@ class SAC(OffPolicyAlgorithm):
             action = np.tanh(mean)
         else:
             std = np.exp(np.clip(log_std, LOG_STD_MIN, LOG_STD_MAX))
-            action = np.tanh(mean + std * self.rng.standard_normal(mean.shape, dtype=np.float32))
+            action = np.tanh(mean + std * self._exploration_noise(mean.shape))
         return self.actor.to_env_action(action)
+
+    def _exploration_noise(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Standard-normal draws ``shape``, correlated over steps by ``noise_correlation``."""
+        fresh = self.rng.standard_normal(shape, dtype=np.float32)
+        rho = self.spec.noise_correlation
+        if rho == 0.0:
+            return fresh
+        if self._noise is None or self._noise.shape != shape:
+            self._noise = fresh  # a new process starts from its stationary distribution
+        else:
+            self._noise = rho * self._noise + math.sqrt(1.0 - rho * rho) * fresh
+        return self._noise
+
+    def reset_noise(self, env_indices: Iterable[int] | np.ndarray | None = None) -> None:
+        """Restart the correlated noise of the sub-envs that finished (all on ``None``)."""
+        if self._noise is None:
+            return
+        if env_indices is None:
+            self._noise = None
+            return
+        rows = np.asarray(list(env_indices), dtype=np.int64)
+        draw = self.rng.standard_normal((len(rows), *self._noise.shape[1:]), dtype=np.float32)
+        self._noise[rows] = draw
 
     # --- learning ---------------------------------------------------------------------
     def learn(

@@ -18,6 +18,8 @@ from agilerl.launch.overrides import MANIFEST_PREFIXES
 register_resolvers()
 
 _NOT_MANIFEST = {"hydra"}
+TUNED_NETWORK = "tuned_network"
+"""Where a ``conf/tuned/`` preset puts its network (see :func:`merge_tuned_network`)."""
 _MANIFEST_GROUPS = ("algorithm", "env", "network", "tuned", "training", "replay_buffer", "hpo")
 """Config groups that compose manifest sections: a manifest file or a resumed run chose them."""
 
@@ -49,11 +51,46 @@ def refuse_group_choices(overrides: Sequence[str], source: str) -> None:
         raise ConfigError(problems, "command line")
 
 
+_ENCODER_KEYS = frozenset({"arch", "encoder_config", "simba"})
+
+
+def _encoder_arch(network: Any) -> str | None:
+    """The encoder kind a network section names (``arch``, ``encoder_config.arch``, ``simba``)."""
+    if not isinstance(network, dict):
+        return None
+    encoder = network.get("encoder_config")
+    arch = encoder.get("arch") if isinstance(encoder, dict) else None
+    arch = arch or network.get("arch")
+    return arch or ("simba" if network.get("simba") else None)
+
+
+def merge_tuned_network(tuned: Any, network: Any) -> Any:
+    """The network section, given a tuned preset's network and the composed one.
+
+    The composed section (the ``network=`` group's file plus ``network.*``
+    overrides) is merged on top of the tuned network, so the user's fields win.
+    When it names a different encoder (``network=simba`` on a preset tuned for
+    an MLP), the tuned encoder settings are left out, since they only fit their
+    own encoder; the tuned ``latent_dim`` and head still apply unless overridden.
+    """
+    if not isinstance(tuned, dict):
+        return network
+    if network is None:
+        return tuned
+    arch = _encoder_arch(network)
+    if arch is not None and arch != _encoder_arch(tuned):
+        tuned = {k: v for k, v in tuned.items() if k not in _ENCODER_KEYS}
+    merged = OmegaConf.merge(OmegaConf.create(tuned), OmegaConf.create(network))
+    return OmegaConf.to_container(merged)
+
+
 def split_config(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """Resolve ``cfg`` and split it into manifest sections and run options."""
     keys = [k for k in cfg if k not in _NOT_MANIFEST]
     data = OmegaConf.to_container(OmegaConf.masked_copy(cfg, keys), resolve=True)
     assert isinstance(data, dict)
+    if TUNED_NETWORK in data:
+        data["network"] = merge_tuned_network(data.pop(TUNED_NETWORK), data.get("network"))
     manifest = {k: v for k, v in data.items() if k in SECTIONS and v is not None}
     options = {k: v for k, v in data.items() if k not in SECTIONS and k not in _NOT_MANIFEST}
     return manifest, options

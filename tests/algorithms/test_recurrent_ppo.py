@@ -278,3 +278,40 @@ def test_reset_state_zeroes_only_the_flagged_envs() -> None:
     torch.testing.assert_close(agent._act_state[[0, 2]], before[[0, 2]])
     agent.reset_state()
     assert agent._act_state is None
+
+
+def test_lstm_hidden_state_shrinks_no_further_than_its_minimum() -> None:
+    rng = np.random.default_rng(1)
+    encoder = {"arch": "lstm", "hidden_state_size": 16, "min_hidden_state_size": 8}
+    cfg = _agent(_env(2), net_config={"latent_dim": 16, "encoder_config": encoder}).net_config
+    sizes = []
+    while (edited := edit_mlp(cfg, "encoder", "remove_nodes", rng)) is not None:
+        cfg = edited[0]
+        sizes.append(cfg["encoder_config"]["hidden_state_size"])
+    assert sizes and all(8 <= s < 16 for s in sizes) and sizes[-1] == 8
+
+
+def test_max_seq_len_mutates_within_the_spec_range_only_where_it_is_set() -> None:
+    from agilerl.hpo.mutation import Mutations
+    from agilerl.hpo.ranges import ranges_from_spec
+
+    agent = _agent(_env(2))
+    agent.set_hp(max_seq_len=16)
+    ranges = ranges_from_spec(agent.spec)
+    assert ranges["max_seq_len"][:2] == PPOSpec.hpo_ranges["max_seq_len"][:2]
+    low, high = ranges["max_seq_len"][:2]
+    mutations = Mutations(
+        {"rl_hp_mut": 1.0}, {"max_seq_len": ranges["max_seq_len"]}, rng=np.random.default_rng(0)
+    )
+    seen = set()
+    for start in (int(low) + 1, int(high) - 1):  # near each bound: the range clips the step
+        agent.set_hp(max_seq_len=start)
+        for _ in range(10):
+            name, _detail = mutations.rl_hyperparam_mutation(agent)
+            value = agent.spec.max_seq_len
+            assert name == "max_seq_len" and isinstance(value, int) and low <= value <= high
+            seen.add(value)
+    assert {int(low), int(high)} <= seen and len(seen) > 4
+    # a recurrent policy without a BPTT length (the whole rollout) has nothing to mutate
+    agent.set_hp(max_seq_len=None)
+    assert mutations.rl_hyperparam_mutation(agent) is None

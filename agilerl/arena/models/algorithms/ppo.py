@@ -27,7 +27,11 @@ class LRScheduleSpec(StrictModel):
 class PPOSpec(SingleAgentAlgorithmSpec):
     """Proximal Policy Optimization."""
 
-    hpo_ranges: ClassVar[dict[str, HpRange]] = ON_POLICY_HPO_RANGES
+    # max_seq_len mutates only where it is set (a recurrent policy with a BPTT length)
+    hpo_ranges: ClassVar[dict[str, HpRange]] = {
+        **ON_POLICY_HPO_RANGES,
+        "max_seq_len": (4, 256, 1.5, 0.75),
+    }
 
     num_envs: int = Field(1, ge=1, description="Parallel envs (copied from environment.num_envs).")
     learn_step: int = Field(2048, ge=1, description="Rollout length summed over all envs.")

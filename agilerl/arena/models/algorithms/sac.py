@@ -54,6 +54,18 @@ class SACSpec(SingleAgentAlgorithmSpec):
         le=1000.0,
         description="Entropy the temperature tunes towards; null for -action_dim.",
     )
+    noise_correlation: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description=(
+            "Temporal correlation rho of the policy's exploration noise while acting: each "
+            "sub-env's standard-normal draw is rho * previous + sqrt(1 - rho^2) * fresh (a "
+            "unit-variance Ornstein-Uhlenbeck process, restarted at episode ends), so samples "
+            "keep a direction for about 1 / (1 - rho) steps; 0 draws afresh every step. For "
+            "sparse rewards far away (MountainCarContinuous). Learning is unchanged."
+        ),
+    )
     share_encoders: bool = Field(
         False, description="Critics use the actor's encoder (trained by the critics only)."
     )
