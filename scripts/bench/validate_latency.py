@@ -19,6 +19,19 @@ stack (torch, gymnasium, submitit) was imported, and an import-time breakdown.
 
     python scripts/bench/validate_latency.py [--repeat 7] [--repo OTHER_CHECKOUT]
 
+Every command runs with bytecode caching on (``PYTHONDONTWRITEBYTECODE`` removed from
+the environment, as on a user's machine): where it is set (this sandbox sets it), the
+project's own modules would be recompiled from source at every start while the
+installed libraries load their compiled files, which charges ~0.1 s to our side only.
+
+Measured 2026-12-02 (load ~1, 5 rounds): dry run 0.635 s = 1.46x the minimal app
+(goal 2x: met); ``agilerl validate`` 0.231 s = 2.24x import-pydantic-and-parse (goal
+1.2x: missed) but 1.09x "import pydantic, validate one one-field model" (0.211 s).
+``import pydantic`` is lazy (its ``__init__`` defers every submodule), so the 1.2x
+goal sits below the cost of building any Pydantic validator at all: the first
+``BaseModel`` subclass alone costs ~0.1 s. What remains is ours: ~0.02 s for the
+manifest's 40-odd models.
+
 ``--repo`` times another checkout of the project (e.g. the main branch, for a
 before/after comparison) with the same baselines.
 """
@@ -116,11 +129,15 @@ def write_minimal_app(folder: Path) -> None:
     (folder / "app.py").write_text(MINIMAL_APP)
 
 
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+"""The environment of every timed command: bytecode caching on, as on a user's machine."""
+
+
 def run_once(args: list[str], cwd: Path) -> tuple[float, float, int]:
     """(wall seconds, CPU seconds, exit code) of one fresh interpreter."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True)
+    done = subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, env=ENV)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -130,7 +147,11 @@ def run_once(args: list[str], cwd: Path) -> tuple[float, float, int]:
 def imported(args: list[str], cwd: Path) -> tuple[dict[str, float], list[str]]:
     """Self import seconds per top-level package (top 8), and the heavy packages imported."""
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", *args], cwd=cwd, capture_output=True, text=True
+        [sys.executable, "-X", "importtime", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=ENV,
     )
     totals: dict[str, float] = defaultdict(float)
     for line in done.stderr.splitlines():
