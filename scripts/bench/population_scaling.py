@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
-BATCHED = frozenset({"dqn"})
+BATCHED = frozenset({"dqn", "ppo"})
 """Algorithms whose populations train batched (the others fall back to sequential)."""
 sys.path.insert(0, str(REPO))  # this checkout's agilerl, even beside an installed one
 

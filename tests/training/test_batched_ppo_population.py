@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +14,7 @@ from agilerl.arena.models.env import GymEnvSpec
 from agilerl.envs.gym import make_vector_env
 from agilerl.training.run_context import RunContext
 from agilerl.training.train_on_policy import train_on_policy
+from tests.training.batched_helpers import assert_same_runs, rows, train_manifest
 
 NET = {
     "latent_dim": 16,
@@ -93,3 +95,47 @@ def test_batched_ppo_population_matches_sequential_members() -> None:
     # target_kl stopped member 2 early; the others ran every epoch.
     assert batched[2].num_updates < batched[0].num_updates == 2 * 3 * 2 * 3
     assert not math.isclose(batched[0].fitness[-1], batched[1].fitness[-1])
+
+
+PPO_EVO = {
+    "algorithm": {"name": "PPO", **SHAPES, "lr": 2e-3, "update_epochs": 2},
+    "environment": {"name": "CartPole-v1", "num_envs": 2},
+    "network": NET,
+    "training": {
+        "max_steps": 768,
+        "evo_steps": 256,
+        "pop_size": 3,
+        "hpo": True,
+        "eval_loop": 2,
+        "eval_steps": 200,
+    },
+    "mutation": {
+        "probabilities": {
+            "no_mut": 0.1,
+            "arch_mut": 0.3,
+            "new_layer": 0.5,
+            "params_mut": 0.2,
+            "act_mut": 0.0,
+            "rl_hp_mut": 0.4,
+        },
+        "rand_seed": 5,
+    },
+    "tournament_selection": {"tournament_size": 2, "elitism": True},
+}
+
+
+@pytest.mark.slow
+def test_batched_ppo_hpo_run_matches_sequential_and_resumes_across_modes(tmp_path: Path) -> None:
+    """Evolution between batched generations gives the sequential run; a batched checkpoint
+    resumes sequentially and back, continuing exactly as the uninterrupted run."""
+    torch.set_num_threads(1)
+    train_manifest(PPO_EVO, tmp_path / "batched", True)
+    train_manifest(PPO_EVO, tmp_path / "sequential", False)
+    lineage = rows(tmp_path / "sequential", "hpo.csv", ("mutation",))
+    assert any(r[0] not in ("None", "") for r in lineage), "no mutation happened"
+    assert_same_runs(tmp_path / "batched", tmp_path / "sequential", loss="value_loss")
+    mixed = tmp_path / "mixed"
+    train_manifest(PPO_EVO, mixed, True, stop_after=1)
+    train_manifest(PPO_EVO, mixed, False, stop_after=2, resume=True)
+    train_manifest(PPO_EVO, mixed, True, resume=True)
+    assert_same_runs(mixed, tmp_path / "sequential", loss="value_loss")
