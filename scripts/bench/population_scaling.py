@@ -11,9 +11,8 @@ fastest round (the least disturbed by other load). One torch thread.
 
 Prints a table and the ratios batched / sequential, and the wall time of a
 batched generation relative to one agent's (pop N batched vs pop 1).
-Populations are batched for DQN only so far; PPO's "batched" rows run one
-member after another (``training.batched_population`` falls back) and show
-the sequential cost.
+PPO's batched and sequential runs learn the same (the same ``best`` fitness
+is printed for both; so does DQN's with one memory per member).
 
     python scripts/bench/population_scaling.py [--algos dqn ppo] [--pops 1 4 8] \\
         [--steps 4000] [--repeats 3]
