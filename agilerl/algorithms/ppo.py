@@ -23,6 +23,98 @@ from agilerl.networks.value import ValueNetwork
 _BUFFER_KEYS = frozenset({"device"})
 
 
+class PPOCoefs(NamedTuple):
+    """The loss coefficients of :func:`ppo_objective`: floats, or ``[N, 1]`` tensors (one row
+    per stacked member).
+
+    Attributes:
+        clip_low: ``1 - clip_coef``.
+        clip_high: ``1 + clip_coef``.
+        clip: ``clip_coef`` (the clip fraction's threshold).
+        vf_coef: Value-loss weight.
+        ent_coef: Entropy-bonus weight; ``None`` leaves entropy out of the loss.
+        value_clip: ``value_clip_coef``; ``None``: unclipped value loss.
+    """
+
+    clip_low: Any
+    clip_high: Any
+    clip: Any
+    vf_coef: Any
+    ent_coef: Any
+    value_clip: Any
+
+    @classmethod
+    def of(cls, spec: PPOSpec) -> PPOCoefs:
+        """The coefficients of one agent's spec."""
+        clip = spec.clip_coef
+        ent = spec.ent_coef if spec.ent_coef != 0.0 else None
+        return cls(1.0 - clip, 1.0 + clip, clip, spec.vf_coef, ent, spec.value_clip_coef)
+
+
+def _per_loss(coef: Any) -> Any:
+    """A coefficient for the per-member losses: a ``[N, 1]`` column becomes ``[N]``."""
+    return coef[..., 0] if isinstance(coef, torch.Tensor) else coef
+
+
+def ppo_objective(
+    log_prob: torch.Tensor,
+    entropy: torch.Tensor | None,
+    value: torch.Tensor,
+    batch: dict[str, Any],
+    coefs: PPOCoefs,
+    normalize_advantages: bool,
+    diagnose: bool,
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """PPO's loss over the last dimension: clipped surrogate, value error, entropy bonus.
+
+    ``policy_loss + vf_coef * value_loss - ent_coef * entropy``. Every tensor is
+    ``[B]`` for one agent or ``[N, B]`` for ``N`` stacked members (coefficients
+    then ``[N, 1]``); the loss is a scalar or ``[N]``, one per member.
+
+    Args:
+        log_prob: Log-probabilities of the stored actions under the current policy.
+        entropy: Policy entropy per sample (``None`` when not computed).
+        value: ``V(obs)``.
+        batch: ``advantages``, ``log_probs``, ``returns`` and ``values`` of the minibatch.
+        coefs: The coefficients.
+        normalize_advantages: Standardise advantages over the minibatch.
+        diagnose: Also track the approximate KL and the clip fraction.
+
+    Returns:
+        ``(loss, tracked)``: ``tracked`` holds (without gradients) the policy
+        loss, value loss, mean entropy if computed, then KL and clip fraction
+        when ``diagnose``.
+    """
+    advantages = batch["advantages"]
+    if normalize_advantages and advantages.shape[-1] > 1:
+        advantages = (advantages - advantages.mean(-1, keepdim=True)) / (
+            advantages.std(-1, keepdim=True) + 1e-8
+        )
+    logratio = log_prob - batch["log_probs"]
+    ratio = logratio.exp()
+    policy_loss = torch.maximum(
+        -advantages * ratio, -advantages * ratio.clamp(coefs.clip_low, coefs.clip_high)
+    ).mean(-1)
+    value_error = (value - batch["returns"]).square()
+    if coefs.value_clip is not None:
+        old = batch["values"]
+        clipped = old + torch.clamp(value - old, -coefs.value_clip, coefs.value_clip)
+        value_error = torch.maximum(value_error, (clipped - batch["returns"]).square())
+    value_loss = value_error.mean(-1)
+    loss = policy_loss + _per_loss(coefs.vf_coef) * value_loss
+    entropy_mean = None if entropy is None else entropy.mean(-1)
+    if entropy_mean is not None and coefs.ent_coef is not None:
+        loss = loss - _per_loss(coefs.ent_coef) * entropy_mean
+    with torch.no_grad():
+        tracked = [policy_loss.detach(), value_loss.detach()]
+        if entropy_mean is not None:
+            tracked.append(entropy_mean.detach())
+        if diagnose:
+            tracked.append(((ratio - 1.0) - logratio).mean(-1))
+            tracked.append(((ratio - 1.0).abs() > coefs.clip).float().mean(-1))
+    return loss, tracked
+
+
 class PolicyStep(NamedTuple):
     """One batched policy evaluation, as numpy arrays.
 
@@ -166,6 +258,18 @@ class PPO(SingleAgentAlgorithm):
         self._fused: FusedActorCritic | None = None
         self._fused_key: tuple[int, ...] | None = None
         self._act_state: torch.Tensor | None = None
+        if not hasattr(self, "generator"):
+            # The agent's own RNG (action sampling, minibatch order), seeded from torch's
+            # global one once: a stacked population draws every member's numbers from it.
+            seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
+            self.generator = torch.Generator(device=self.device).manual_seed(seed)
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"generator": self.generator.get_state()}
+
+    def _load_extra_state(self, extra: dict[str, Any]) -> None:
+        if "generator" in extra:
+            self.generator.set_state(extra["generator"].to(torch.uint8).cpu())
 
     @property
     def steps_per_env(self) -> int:
@@ -231,7 +335,7 @@ class PPO(SingleAgentAlgorithm):
             )
             params = self.actor.head.forward(actor_latent)
             value = self.critic.head.forward(critic_latent).squeeze(-1)
-            action, log_prob = self.actor.sample(params, greedy)
+            action, log_prob = self.actor.sample(params, greedy, self.generator)
             raw = action.cpu().numpy()
             step = PolicyStep(
                 raw, self.actor.to_env_action(raw), log_prob.cpu().numpy(), value.cpu().numpy()
@@ -270,7 +374,7 @@ class PPO(SingleAgentAlgorithm):
             params, value = fused(obs)
         else:
             params, value = self._forward_all(obs)
-        action, log_prob = self.actor.sample(params, greedy)
+        action, log_prob = self.actor.sample(params, greedy, self.generator)
         return action, log_prob, value
 
     def policy_step(self, obs: Any, greedy: bool = False) -> PolicyStep:
@@ -364,9 +468,12 @@ class PPO(SingleAgentAlgorithm):
         """One epoch of minibatches: BPTT sequences when recurrent, else shuffled steps."""
         spec = self.spec
         if not spec.recurrent:
-            return buffer.get_minibatches(spec.batch_size)
+            return buffer.get_minibatches(spec.batch_size, self.generator)
         return buffer.get_sequence_minibatches(
-            spec.batch_size, spec.max_seq_len or buffer.pos, spec.bptt_sequence_type
+            spec.batch_size,
+            spec.max_seq_len or buffer.pos,
+            spec.bptt_sequence_type,
+            generator=self.generator,
         )
 
     def evaluate_actions(
@@ -450,37 +557,19 @@ class PPO(SingleAgentAlgorithm):
         otherwise).
         """
         spec = self.spec
-        clip = spec.clip_coef
         want_entropy = spec.ent_coef != 0.0 or diagnose
         params, value = self._batch_outputs(batch, tape)
         log_prob, entropy = self.actor.evaluate(params, batch["actions"], with_entropy=want_entropy)
-        advantages = batch["advantages"]
-        if spec.normalize_advantages and advantages.numel() > 1:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-
-        logratio = log_prob - batch["log_probs"]
-        ratio = logratio.exp()
-        policy_loss = torch.maximum(
-            -advantages * ratio, -advantages * ratio.clamp(1.0 - clip, 1.0 + clip)
-        ).mean()
-        value_error = (value - batch["returns"]).square()
-        if spec.value_clip_coef is not None:
-            old = batch["values"]
-            clipped = old + (value - old).clamp(-spec.value_clip_coef, spec.value_clip_coef)
-            value_error = torch.maximum(value_error, (clipped - batch["returns"]).square())
-        value_loss = value_error.mean()
-        loss = policy_loss + spec.vf_coef * value_loss
-        if entropy is not None and spec.ent_coef != 0.0:
-            loss = loss - spec.ent_coef * entropy.mean()
-
-        with torch.no_grad():
-            tracked = [policy_loss, value_loss]
-            if entropy is not None:
-                tracked.append(entropy.mean())
-            if diagnose:
-                tracked.append(((ratio - 1.0) - logratio).mean())
-                tracked.append(((ratio - 1.0).abs() > clip).float().mean())
-            values = torch.stack(tracked).tolist()
+        loss, tracked = ppo_objective(
+            log_prob,
+            entropy,
+            value,
+            batch,
+            PPOCoefs.of(spec),
+            spec.normalize_advantages,
+            diagnose,
+        )
+        values = torch.stack(tracked).tolist()
         stats: list[float | None] = [values[0], values[1], None, None, None]
         if entropy is not None:
             stats[2] = values[2]

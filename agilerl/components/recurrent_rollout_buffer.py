@@ -187,7 +187,8 @@ class RecurrentRolloutBuffer(RolloutBuffer):
         stride = sequence_stride(bptt_sequence_type, max_seq_len)
         _, windows, _ = self._sequence_index(max_seq_len, stride)
         n_batches = self.num_sequence_minibatches(batch_size, max_seq_len, stride)
-        order = torch.randperm(len(windows), generator=generator).numpy()
+        where = generator.device if generator is not None else None
+        order = torch.randperm(len(windows), generator=generator, device=where).cpu().numpy()
         for chosen in np.array_split(order, n_batches):
             if len(chosen):
                 yield self._sequence_batch(windows[chosen])

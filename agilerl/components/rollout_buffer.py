@@ -226,27 +226,20 @@ class RolloutBuffer:
         T = self.pos
         if T == 0:
             raise ValueError("RolloutBuffer is empty; add steps before computing advantages")
-        gamma, lam = self.gamma, self.gae_lambda
-        rewards = self._np_rewards[:T]
-        values = self._np_values[:T]
-        term = self._np_terminated[:T]
-        trunc = self._np_truncated[:T]
-        not_done = ~(term | trunc)
-        if last_done is not None:
-            not_done[T - 1] &= ~np.asarray(_as_numpy(last_done), dtype=bool)
-        next_values = np.empty_like(values)
-        next_values[:-1] = values[1:]
-        next_values[-1] = _as_numpy(last_value)
-        bootstrap = np.where(trunc & ~term, self._np_bootstrap[:T], 0.0)
-        effective_rewards = rewards + gamma * bootstrap
-        deltas = effective_rewards + gamma * not_done * next_values - values
-        decay = (gamma * lam) * not_done
-        advantages = self._np_advantages
-        last = np.zeros(self.num_envs, dtype=np.float32)
-        for t in range(T - 1, -1, -1):
-            last = deltas[t] + decay[t] * last
-            advantages[t] = last
-        np.add(advantages[:T], values, out=self._np_returns[:T])
+        done = None if last_done is None else np.asarray(_as_numpy(last_done), dtype=bool)
+        gae(
+            self._np_rewards[:T],
+            self._np_values[:T],
+            self._np_terminated[:T],
+            self._np_truncated[:T],
+            self._np_bootstrap[:T],
+            _as_numpy(last_value),
+            self.gamma,
+            self.gae_lambda,
+            out_advantages=self._np_advantages[:T],
+            out_returns=self._np_returns[:T],
+            last_done=done,
+        )
         self.computed = True
         self._flat_cache = None
 
@@ -308,12 +301,50 @@ class RolloutBuffer:
             yield dict(data)
             return
         if shuffle:
-            order = torch.randperm(n, generator=generator).to(self.device)
+            where = generator.device if generator is not None else None
+            order = torch.randperm(n, generator=generator, device=where).to(self.device)
         else:
             order = torch.arange(n, device=self.device)
         for start in range(0, n, batch_size):
             idx = order[start : start + batch_size]
             yield _index_batch(data, idx)
+
+
+def gae(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    terminated: np.ndarray,
+    truncated: np.ndarray,
+    bootstrap_values: np.ndarray,
+    last_value: np.ndarray,
+    gamma: float,
+    gae_lambda: float,
+    *,
+    out_advantages: np.ndarray,
+    out_returns: np.ndarray,
+    last_done: np.ndarray | None = None,
+) -> None:
+    """GAE(lambda) advantages and returns of ``[T, N]`` steps, written into the ``out_`` arrays.
+
+    See :meth:`RolloutBuffer.compute_returns_and_advantages` for the maths; the
+    arrays may be column slices of a larger buffer (a stacked population calls
+    this once per member with that member's ``gamma`` and ``gae_lambda``).
+    """
+    not_done = ~(terminated | truncated)
+    if last_done is not None:
+        not_done[-1] &= ~last_done
+    next_values = np.empty_like(values)
+    next_values[:-1] = values[1:]
+    next_values[-1] = last_value
+    bootstrap = np.where(truncated & ~terminated, bootstrap_values, 0.0)
+    effective_rewards = rewards + gamma * bootstrap
+    deltas = effective_rewards + gamma * not_done * next_values - values
+    decay = (gamma * gae_lambda) * not_done
+    last = np.zeros(values.shape[1], dtype=np.float32)
+    for t in range(values.shape[0] - 1, -1, -1):
+        last = deltas[t] + decay[t] * last
+        out_advantages[t] = last
+    np.add(out_advantages, values, out=out_returns)
 
 
 def _index_batch(data: Batch, idx: torch.Tensor) -> Batch:

@@ -85,4 +85,7 @@ class NamedFaults(gym.vector.VectorWrapper):
             raise self.fault(self.label, when, exc) from exc
         self.env_steps += self.num_envs
         self._check(when, observation, reward)
+        ended = np.logical_or(terminated, truncated)
+        if ended.any() and "final_obs" in info:  # SAME_STEP autoreset: the episode's last obs
+            self._check(when, [info["final_obs"][i] for i in np.flatnonzero(ended)])
         return observation, reward, terminated, truncated, info

@@ -136,17 +136,20 @@ class StochasticActor(nn.Module):
         return self.head.forward(latent)
 
     def sample(
-        self, params: torch.Tensor, greedy: bool = False
+        self, params: torch.Tensor, greedy: bool = False, generator: D.Generators = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Draw ``(action, log_prob)`` from the distribution given by ``params``."""
+        """Draw ``(action, log_prob)`` from the distribution given by ``params``.
+
+        Random numbers come from ``generator`` (see :mod:`agilerl.networks.distributions`).
+        """
         kind = self.kind
         if kind == "discrete":
-            return D.categorical_sample(params, greedy)
+            return D.categorical_sample(params, greedy, generator)
         if kind == "box":
-            return D.gaussian_sample(params, self.log_std, greedy)
+            return D.gaussian_sample(params, self.log_std, greedy, generator)
         if kind == "multidiscrete":
-            return self._multi.sample(params, greedy)
-        return D.bernoulli_sample(params, greedy)
+            return self._multi.sample(params, greedy, generator)
+        return D.bernoulli_sample(params, greedy, generator)
 
     def evaluate(
         self, params: torch.Tensor, action: torch.Tensor, with_entropy: bool = True

@@ -9,11 +9,18 @@ compute the same quantities directly. Each family provides:
 
 Log-probabilities and entropies are summed over action dimensions, giving
 shape ``[B]``.
+
+Sampling draws from ``generator`` (an agent's own ``torch.Generator``; the
+global RNG when ``None``). A sequence of generators gives each row of the
+leading dimension its own (a stacked population, ``[N, B, ...]``): row ``i``
+then receives exactly the numbers a ``[B, ...]`` draw from generator ``i``
+would.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -22,18 +29,53 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _MASKED_LOGIT = -1e9
 
 
-def _exp_race(log_probs: torch.Tensor) -> torch.Tensor:
+Generators = torch.Generator | Sequence[torch.Generator] | None
+
+
+def random_like(
+    x: torch.Tensor, fill: Callable[[torch.Tensor, torch.Generator | None], torch.Tensor],
+    generator: Generators,
+) -> torch.Tensor:  # fmt: skip
+    """A tensor shaped like ``x`` filled in place by ``fill(tensor, generator)``.
+
+    With a sequence of generators, row ``i`` of the leading dimension is
+    filled by ``generator[i]``.
+    """
+    out = torch.empty_like(x)
+    if generator is None or isinstance(generator, torch.Generator):
+        fill(out, generator)
+        return out
+    if len(generator) != out.shape[0]:
+        raise ValueError(f"{len(generator)} generators for {out.shape[0]} rows")
+    for row, gen in zip(out, generator, strict=True):
+        fill(row, gen)
+    return out
+
+
+def _exponential(t: torch.Tensor, g: torch.Generator | None) -> torch.Tensor:
+    return t.exponential_(generator=g)
+
+
+def _normal(t: torch.Tensor, g: torch.Generator | None) -> torch.Tensor:
+    return t.normal_(generator=g)
+
+
+def _uniform(t: torch.Tensor, g: torch.Generator | None) -> torch.Tensor:
+    return t.uniform_(generator=g)
+
+
+def _exp_race(log_probs: torch.Tensor, generator: Generators = None) -> torch.Tensor:
     """Sample indices along the last dim: ``argmax(log p - log E)`` with ``E ~ Exp(1)``."""
-    noise = torch.empty_like(log_probs).exponential_()
+    noise = random_like(log_probs, _exponential, generator)
     return (log_probs - noise.log_()).argmax(dim=-1)
 
 
 def categorical_sample(
-    logits: torch.Tensor, greedy: bool = False
+    logits: torch.Tensor, greedy: bool = False, generator: Generators = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample from ``Categorical(logits=logits)`` (``[B, n]``); returns int64 ``[B]`` actions."""
     log_probs = torch.log_softmax(logits, dim=-1)
-    action = log_probs.argmax(dim=-1) if greedy else _exp_race(log_probs)
+    action = log_probs.argmax(dim=-1) if greedy else _exp_race(log_probs, generator)
     return action, log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1)
 
 
@@ -86,11 +128,11 @@ class MultiCategorical:
         return padded.masked_fill(self.pad_mask, _MASKED_LOGIT)
 
     def sample(
-        self, logits: torch.Tensor, greedy: bool = False
+        self, logits: torch.Tensor, greedy: bool = False, generator: Generators = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Actions ``[B, D]`` (int64) and summed log-probability ``[B]``."""
         log_probs = torch.log_softmax(self._padded(logits), dim=-1)
-        action = log_probs.argmax(dim=-1) if greedy else _exp_race(log_probs)
+        action = log_probs.argmax(dim=-1) if greedy else _exp_race(log_probs, generator)
         log_prob = log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1).sum(-1)
         return action, log_prob
 
@@ -105,13 +147,14 @@ class MultiCategorical:
 
 
 def bernoulli_sample(
-    logits: torch.Tensor, greedy: bool = False
+    logits: torch.Tensor, greedy: bool = False, generator: Generators = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Independent Bernoulli per dimension (``MultiBinary``); float 0/1 actions ``[B, D]``."""
     if greedy:
         action = (logits > 0).to(logits.dtype)
     else:
-        action = (torch.rand_like(logits) < torch.sigmoid(logits)).to(logits.dtype)
+        uniform = random_like(logits, _uniform, generator)
+        action = (uniform < torch.sigmoid(logits)).to(logits.dtype)
     log_prob = -F.binary_cross_entropy_with_logits(logits, action, reduction="none").sum(-1)
     return action, log_prob
 
@@ -128,14 +171,14 @@ def bernoulli_evaluate(
 
 
 def gaussian_sample(
-    mean: torch.Tensor, log_std: torch.Tensor, greedy: bool = False
+    mean: torch.Tensor, log_std: torch.Tensor, greedy: bool = False, generator: Generators = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Diagonal Gaussian with state-independent ``log_std`` (``[A]``); actions ``[B, A]``."""
     if greedy:
         action = mean
         log_prob = (-log_std - _HALF_LOG_2PI).sum(-1).expand(mean.shape[0])
         return action, log_prob
-    noise = torch.randn_like(mean)
+    noise = random_like(mean, _normal, generator)
     action = mean + noise * log_std.exp()
     log_prob = (-0.5 * noise.square() - log_std - _HALF_LOG_2PI).sum(-1)
     return action, log_prob

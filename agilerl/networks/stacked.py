@@ -255,8 +255,15 @@ class StackedTape:
 
     def backward(self, loss: torch.Tensor, grads: Sequence[LayerViews]) -> None:
         """Gradients of the scalar ``loss`` w.r.t. the recorded parameters, added to ``grads``."""
-        records, self._records = self._records, []
         loss.backward()
+        self.propagate(grads)
+
+    def propagate(self, grads: Sequence[LayerViews]) -> None:
+        """After ``loss.backward()``: the recorded calls' parameter gradients, added to ``grads``.
+
+        (Several tapes over one loss: call ``backward`` on one, ``propagate`` on the others.)
+        """
+        records, self._records = self._records, []
         for views, saved, out in reversed(records):
             if out.grad is not None:
                 self.chain.backward(out.grad, views, saved, out, grads)

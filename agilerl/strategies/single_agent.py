@@ -21,6 +21,14 @@ if TYPE_CHECKING:
     from agilerl.arena.models.manifest import TrainingManifest
 
 
+def _batched_extras(training: TrainingSpec) -> dict[str, Any]:
+    batched = training.batched_population
+    if batched or (batched is None and training.pop_size > 1):
+        # Unset: batched where the population allows it; true: also say when it does not.
+        return {"batched_population": batched or "auto"}
+    return {}
+
+
 def _off_policy_extras(training: TrainingSpec, memory: Any, n_step_memory: Any) -> dict[str, Any]:
     extras: dict[str, Any] = {"memory": memory, "learning_delay": training.learning_delay or 0}
     for key in ("eps_start", "eps_end", "eps_decay"):
@@ -28,11 +36,7 @@ def _off_policy_extras(training: TrainingSpec, memory: Any, n_step_memory: Any) 
             extras[key] = getattr(training, key)
     if n_step_memory is not None:
         extras["n_step_memory"] = n_step_memory
-    batched = training.batched_population
-    if batched or (batched is None and training.pop_size > 1):
-        # Unset: batched where the population allows it; true: also say when it does not.
-        extras["batched_population"] = batched or "auto"
-    return extras
+    return {**extras, **_batched_extras(training)}
 
 
 class GymVectorEnvStrategy(TrainingStrategy):
@@ -98,8 +102,8 @@ class SingleAgentOnPolicyStrategy(GymVectorEnvStrategy):
         memory: Any = None,
         n_step_memory: Any = None,
     ) -> dict[str, Any]:
-        """The shared RL keyword arguments."""
-        return rl_trainer_kwargs(spec, training, env_spec)
+        """The shared RL keyword arguments, and whether to batch the population."""
+        return {**rl_trainer_kwargs(spec, training, env_spec), **_batched_extras(training)}
 
 
 def make_memories(

@@ -256,7 +256,8 @@ def test_loss_is_the_clipped_surrogate(
     env = gym.make_vec(env_id, 4, vectorization_mode="sync", vector_kwargs=SAME_STEP)
     agent = _agent(env, value_clip_coef=value_clip, ent_coef=ent_coef, lr=3e-2, clip_coef=0.1)
     buffer = _rollout(agent, env)
-    agent.learn(buffer)  # move the policy so that ratios differ from 1 and some clip
+    for _ in range(2):  # move the policy so that ratios differ from 1 and some clip
+        agent.learn(buffer)
     batch = next(buffer.get_minibatches(10_000))
     adv = batch["advantages"]
     neg_adv = -(adv - adv.mean()) / (adv.std() + 1e-8)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import math
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from agilerl.envs.gym import make_vector_env
 from agilerl.models.training import init_buffer
 from agilerl.training.run_context import RunContext
 from agilerl.training.train_off_policy import train_off_policy
+from tests.training.batched_helpers import assert_same_runs, rows, train_manifest
 
 NET = {
     "latent_dim": 16,
@@ -140,67 +140,7 @@ DQN_EVO = {
 
 
 def _train(run_dir: Path, batched: bool, stop_after: int | None = None, resume: bool = False):
-    from agilerl.arena.models import TrainingManifest
-    from agilerl.trainer import LocalTrainer
-    from agilerl.training.population_loop import PopulationLoop
-
-    data = {**DQN_EVO, "training": {**DQN_EVO["training"], "batched_population": batched}}
-    trainer = LocalTrainer.from_manifest(
-        TrainingManifest.from_dict(data),
-        run_dir=run_dir,
-        seed=3,
-        resume=resume,
-        verbose=False,
-        logger={"tensorboard": False},
-    )
-    if stop_after is None:
-        return trainer.train()
-    original = PopulationLoop.end_generation
-
-    def stop(self: PopulationLoop, fitness: list, details: list) -> None:
-        original(self, fitness, details)
-        if self.generation == stop_after:
-            self.run.stop_requested = "test"
-
-    PopulationLoop.end_generation = stop
-    try:
-        return trainer.train()
-    finally:
-        PopulationLoop.end_generation = original
-
-
-def _rows(run: Path, name: str, columns: tuple[str, ...]) -> list[tuple]:
-    return [tuple(r[c] for c in columns) for r in csv.DictReader((run / name).open())]
-
-
-def _final_states(run: Path) -> list[dict]:
-    latest = run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip()
-    return [torch.load(p, weights_only=True) for p in sorted(latest.glob("agent_*.pt"))]
-
-
-def _assert_same_runs(run: Path, expected: Path) -> None:
-    columns = ("generation", "index", "parent", "mutation", "detail")
-    assert _rows(run, "hpo.csv", columns) == _rows(expected, "hpo.csv", columns)
-    metrics = ("step", "generation", "agent", "hp_lr", "hp_batch_size", "hp_gamma")
-    assert _rows(run, "metrics.csv", metrics) == _rows(expected, "metrics.csv", metrics)
-    for column in ("fitness", "loss"):
-        got = [float(r[0]) for r in _rows(run, "metrics.csv", (column,))]
-        want = [float(r[0]) for r in _rows(expected, "metrics.csv", (column,))]
-        assert got == pytest.approx(want, rel=1e-3), column
-    for a, b in zip(_final_states(expected), _final_states(run), strict=True):
-        assert (a["index"], a["steps"], a["num_updates"]) == (
-            b["index"],
-            b["steps"],
-            b["num_updates"],
-        )
-        assert a["spec"] == b["spec"]
-        assert (
-            a["optimizers"]["optimizer"]["state"]["step"]
-            == b["optimizers"]["optimizer"]["state"]["step"]
-        )
-        for name, net in a["networks"].items():
-            for key, tensor in net.items():
-                torch.testing.assert_close(b["networks"][name][key], tensor, rtol=1e-3, atol=1e-5)
+    return train_manifest(DQN_EVO, run_dir, batched, stop_after, resume)
 
 
 @pytest.mark.slow
@@ -210,15 +150,15 @@ def test_batched_hpo_run_matches_sequential_and_resumes_across_modes(tmp_path: P
     torch.set_num_threads(1)
     _train(tmp_path / "batched", True)
     _train(tmp_path / "sequential", False)
-    lineage = _rows(tmp_path / "sequential", "hpo.csv", ("mutation",))
+    lineage = rows(tmp_path / "sequential", "hpo.csv", ("mutation",))
     assert any(r[0] not in ("None", "") for r in lineage), "no mutation happened"
-    _assert_same_runs(tmp_path / "batched", tmp_path / "sequential")
+    assert_same_runs(tmp_path / "batched", tmp_path / "sequential")
     # An off-policy resume restarts the envs' episodes, so compare resumed runs with each other.
     for run, modes in (("mixed", (True, False, True)), ("plain", (False, False, False))):
         _train(tmp_path / run, modes[0], stop_after=1)
         _train(tmp_path / run, modes[1], stop_after=2, resume=True)
         _train(tmp_path / run, modes[2], resume=True)
-    _assert_same_runs(tmp_path / "mixed", tmp_path / "plain")
+    assert_same_runs(tmp_path / "mixed", tmp_path / "plain")
 
 
 def test_batched_population_with_a_shared_memory_fills_it_together() -> None:

@@ -11,7 +11,8 @@ A group has ``members``, ``slots``, ``act(obs, epsilons, greedy)``,
 ``learn(rows, batches)`` and ``sync()``. Another algorithm joins by adding
 its ``(*_group_key, GroupClass)`` pair to ``_KEYS``; its group must compute
 its loss with the algorithm's own loss function (as :class:`DQNGroup` calls
-:func:`agilerl.algorithms.dqn.dqn_loss`) and draw random numbers from each
+:func:`agilerl.algorithms.dqn.dqn_loss` and :class:`PPOGroup`
+:func:`agilerl.algorithms.ppo.ppo_objective`) and draw random numbers from each
 member's own generator, so that members learn exactly as they would alone.
 """
 
@@ -23,10 +24,14 @@ from typing import Any
 import numpy as np
 
 from agilerl.algorithms.batched.dqn import DQNGroup, dqn_group_key
+from agilerl.algorithms.batched.ppo import PPOGroup, ppo_group_key
 
-__all__ = ["DQNGroup", "LoneGroup", "batchable", "make_groups"]
+__all__ = ["DQNGroup", "LoneGroup", "PPOGroup", "batchable", "make_groups"]
 
-_KEYS: list[tuple[Callable[[Any], tuple | None], type]] = [(dqn_group_key, DQNGroup)]
+_KEYS: list[tuple[Callable[[Any], tuple | None], type]] = [
+    (dqn_group_key, DQNGroup),
+    (ppo_group_key, PPOGroup),
+]
 
 
 class LoneGroup:
