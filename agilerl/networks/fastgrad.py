@@ -195,7 +195,7 @@ class MLPChain:
             if act == "ReLU":
                 pre = pre.relu_()
             elif act == "Tanh":
-                pre = pre.tanh_()
+                pre = _tanh_(pre)
             if saved is not None:
                 saved.append((x, w, noisy, stats))
             x = pre
@@ -317,6 +317,20 @@ class MLPChain:
         """True when the weights are CPU float32 tensors (numpy acting possible)."""
         w = self.layers[0].weight
         return w.device.type == "cpu" and w.dtype == torch.float32
+
+
+def _tanh_(x: torch.Tensor) -> torch.Tensor:
+    """In-place tanh; through numpy for CPU float32 (several times faster than torch's kernel here)."""
+    if (
+        x.dtype == torch.float32
+        and x.device.type == "cpu"
+        and x.is_contiguous()
+        and not x.requires_grad
+    ):
+        array = x.numpy()
+        np.tanh(array, out=array)
+        return x
+    return x.tanh_()
 
 
 def _accumulate(param: torch.Tensor, grad: torch.Tensor) -> None:
@@ -441,7 +455,7 @@ class StackedChain:
             if act == "ReLU":
                 pre = pre.relu_()
             elif act == "Tanh":
-                pre = pre.tanh_()
+                pre = _tanh_(pre)
             if saved is not None:
                 saved.append((x, w))
             x = pre
