@@ -320,7 +320,7 @@ class MLPChain:
 
 
 def _tanh_(x: torch.Tensor) -> torch.Tensor:
-    """In-place tanh; through numpy for CPU float32 (several times faster than torch's kernel here)."""
+    """In-place tanh; through numpy for CPU float32 (several times faster than torch here)."""
     if (
         x.dtype == torch.float32
         and x.device.type == "cpu"
