@@ -158,6 +158,26 @@ def test_tape_chains_through_several_modules_like_autograd():
         torch.testing.assert_close(g_fast, g_slow, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_tanh_chain_matches_torch(requires_grad):
+    torch.manual_seed(0)
+    mlp = MLP(4, 3, [64, 64], activation="Tanh", output_activation="Tanh", layer_norm=False)
+    x = torch.randn(256, 4, requires_grad=requires_grad)
+    expected = mlp(x)
+    expected.square().sum().backward()
+    grads = [p.grad.clone() for p in mlp.parameters()]
+    mlp.zero_grad(set_to_none=True)
+    x.grad = None
+    tape = GradTape()
+    out = tape(mlp, x)
+    torch.testing.assert_close(out, expected, rtol=1e-6, atol=1e-6)
+    tape.backward(out.square().sum())
+    for got, want in zip([p.grad for p in mlp.parameters()], grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    with torch.no_grad():  # the inference path of the chain
+        torch.testing.assert_close(chain_of(mlp).forward(x.detach()), expected.detach())
+
+
 def test_chain_only_for_modules_it_can_run():
     assert isinstance(chain_of(MLP(3, 2, [4], activation="ReLU", layer_norm=True)), MLPChain)
     assert chain_of(MLP(3, 2, [4], activation="GELU")) is None
