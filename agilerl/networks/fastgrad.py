@@ -681,6 +681,8 @@ class GradTape:
         try:
             if len(inputs) == 1:
                 x = inputs[0]
+            elif all(x.dim() == 2 for x in inputs):  # shared by all members: joined once
+                x = torch.cat(inputs, -1)
             else:
                 batch = next((x.shape[:2] for x in inputs if x.dim() == 3), (n, inputs[0].shape[0]))
                 x = torch.cat([x if x.dim() == 3 else x.expand(*batch, -1) for x in inputs], -1)
