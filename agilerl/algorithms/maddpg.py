@@ -16,7 +16,12 @@ from agilerl.algorithms.core.multi_agent import MultiAgentAlgorithm, build_mlp, 
 from agilerl.arena.models.algorithms.maddpg import MADDPGSpec
 from agilerl.components.noise import ExplorationNoise, make_noise
 from agilerl.hpo.mutation import generator_from_state, generator_state
-from agilerl.networks.fastgrad import GradTape, chain_of
+from agilerl.networks.fastgrad import (
+    GradTape,
+    chain_of,
+    interleaved_parameters,
+    pack_parameters,
+)
 from agilerl.networks.optim import FlatAdam
 
 __all__ = ["MADDPG"]
@@ -31,6 +36,21 @@ def _forward(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """``module(x)`` without autograd bookkeeping: through its chain when it has one."""
     chain = chain_of(module)
     return chain.forward(x) if chain is not None else module(x)
+
+
+def one_hot(index: torch.Tensor, n: int) -> torch.Tensor:
+    """Float one-hot rows of integer ``index`` (``F.one_hot`` without its range check)."""
+    out = torch.zeros((index.shape[0], n), device=index.device)
+    return out.scatter_(1, index.reshape(-1, 1), 1.0)
+
+
+def critic_values(
+    tape: GradTape, critics: list[nn.Module], *inputs: torch.Tensor, params: bool = True
+) -> torch.Tensor:
+    """``[N, B]`` values of ``critics`` on ``cat(inputs)``; twins run as one stacked pass."""
+    if len(critics) == 1:
+        return tape(critics[0], *inputs, params=params).view(1, -1)
+    return tape.stacked(critics, *inputs, params=params).squeeze(-1)
 
 
 class MADDPG(MultiAgentAlgorithm):
@@ -115,14 +135,43 @@ class MADDPG(MultiAgentAlgorithm):
             if isinstance(s, spaces.Box)
         }
         self.opts = {}
+        # (target flat, online flat) pairs: a soft update is one lerp per optimizer
+        self._soft_flats: list[tuple[torch.Tensor, torch.Tensor]] = []
         for policy in self.policies:
-            # Flat buffers: zeroing and the Adam update are a few whole-buffer ops.
-            self.opts[f"actor:{policy}"] = FlatAdam(
-                self.actors[policy].parameters(), lr=self.spec.lr_actor
+            # Flat buffers: zeroing and the Adam update are one fused whole-buffer pass each.
+            actor = FlatAdam(self.actors[policy].parameters(), lr=self.spec.lr_actor, fused=True)
+            # twin critics' tensors side by side, so that they run as one stacked pass
+            critic = FlatAdam(
+                interleaved_parameters(*[c[policy] for c in self.critic_sets]),
+                lr=self.spec.lr_critic,
+                fused=True,
             )
-            params = [p for c in self.critic_sets for p in c[policy].parameters()]
-            self.opts[f"critic:{policy}"] = FlatAdam(params, lr=self.spec.lr_critic)
+            self.opts[f"actor:{policy}"] = actor
+            self.opts[f"critic:{policy}"] = critic
+            targets = [
+                list(self.actor_targets[policy].parameters()),
+                interleaved_parameters(*[t[policy] for t in self.critic_target_sets]),
+            ]
+            for opt, params in zip((actor, critic), targets, strict=True):
+                flat = pack_parameters(params)
+                if flat is not None and [p.numel() for p in params] == opt.numels:
+                    self._soft_flats.append((flat, opt.flat))
+        if len(self._soft_flats) != 2 * len(self.policies):
+            self._soft_flats = []
+        self._target_ptrs = self._target_layout()
         self._seed_noise()
+
+    def _target_layout(self) -> tuple[int, ...]:
+        return tuple(p.data_ptr() for p in self._soft_pairs[0])
+
+    def _soft_update_targets(self) -> None:
+        """``target <- (1 - tau) target + tau online`` for every network."""
+        if self._soft_flats and self._target_layout() == self._target_ptrs:
+            with torch.no_grad():
+                for target, online in self._soft_flats:
+                    target.lerp_(online, self.spec.tau)
+        else:  # a target was re-pointed since the build: tensor by tensor
+            _soft_update(*self._soft_pairs, self.spec.tau)
 
     def _seed_noise(self) -> None:
         """Fresh exploration noise processes on one generator seeded from torch's RNG."""
@@ -162,20 +211,20 @@ class MADDPG(MultiAgentAlgorithm):
         if self.spec.discrete_actions == "gumbel_softmax":
             return F.gumbel_softmax(out, tau=self.spec.gumbel_temperature, hard=True)
         soft = F.softmax(out, dim=-1)
-        hard = F.one_hot(soft.argmax(-1), soft.shape[-1]).to(soft.dtype)
+        hard = one_hot(soft.argmax(-1), soft.shape[-1])
         return hard - soft.detach() + soft
 
     def _target_action(self, agent: str, obs: torch.Tensor) -> torch.Tensor:
         out = _forward(self.actor_targets[self.policy_of[agent]], obs)
         if isinstance(self.action_spaces[agent], spaces.Box):
             return self._squash(agent, out)
-        return F.one_hot(out.argmax(-1), out.shape[-1]).float()
+        return one_hot(out.argmax(-1), out.shape[-1])
 
     def to_critic_action(self, agent: str, action: torch.Tensor) -> torch.Tensor:
         """A stored env action as critic input (one-hot for Discrete)."""
         space = self.action_spaces[agent]
         if isinstance(space, spaces.Discrete):
-            return F.one_hot(action.long().reshape(-1), int(space.n)).float()
+            return one_hot(action.long(), int(space.n))
         return action.reshape(action.shape[0], -1).float()
 
     @torch.no_grad()
@@ -251,7 +300,8 @@ class MADDPG(MultiAgentAlgorithm):
 
         Each critic reads ``[own obs, own action, every obs, every action]``.
         Policies share no parameters, so each phase sums its policies' losses
-        into one backward pass (the same gradients as one pass per policy).
+        into one backward pass (the same gradients as one pass per policy);
+        twin critics run as one stacked pass.
 
         Args:
             batch: ``{field: {agent: tensor}}`` from
@@ -270,52 +320,47 @@ class MADDPG(MultiAgentAlgorithm):
             next_joint = self._joint(next_obs, next_actions)
             targets = {}
             for agent in self.agents:
-                policy = self.policy_of[agent]
-                own = (next_obs[agent], next_actions[agent], next_joint)
-                qs = [tape(t[policy], *own).squeeze(-1) for t in self.critic_target_sets]
-                q_next = qs[0] if len(qs) == 1 else torch.minimum(*qs)
+                critics = [t[self.policy_of[agent]] for t in self.critic_target_sets]
+                qs = critic_values(tape, critics, next_obs[agent], next_actions[agent], next_joint)
                 live = 1.0 - batch["done"][agent]
-                targets[agent] = batch["reward"][agent] + spec.gamma * live * q_next
+                targets[agent] = batch["reward"][agent] + spec.gamma * live * qs.amin(0)
         joint = self._joint(obs, actions)
-        critic_losses = []
-        for policy in self.policies:
-            loss = torch.zeros((), device=self.device)
-            for agent in self.members[policy]:
-                for critics in self.critic_sets:
-                    q = tape(critics[policy], obs[agent], actions[agent], joint).squeeze(-1)
-                    loss = loss + F.mse_loss(q, targets[agent])
-            critic_losses.append(loss)
+        critic_loss = None
+        for agent in self.agents:
+            critics = [c[self.policy_of[agent]] for c in self.critic_sets]
+            qs = critic_values(tape, critics, obs[agent], actions[agent], joint)  # [N, B]
+            # the sum over critics of each one's mean squared error
+            loss = F.mse_loss(qs, targets[agent].expand_as(qs), reduction="sum") / qs.shape[1]
+            critic_loss = loss if critic_loss is None else critic_loss + loss
         critic_opts = [self.opts[f"critic:{p}"] for p in self.policies]
         for opt in critic_opts:
             opt.zero_grad()
-        tape.backward(torch.stack(critic_losses).sum())
+        tape.backward(critic_loss)
         for opt in critic_opts:
             opt.step()
         self.num_updates += 1
-        result = {"critic_loss": float(torch.stack(critic_losses).detach().mean())}
+        result = {"critic_loss": float(critic_loss.detach()) / len(self.policies)}
         result["actor_loss"] = float("nan")
         if self._actor_due():
-            actor_losses = []
-            for policy in self.policies:
-                loss = torch.zeros((), device=self.device)
-                for agent in self.members[policy]:
-                    out = tape(self.actors[policy], obs[agent])
-                    own = self._differentiable(agent, out)
-                    joint_own = self._joint(obs, {**actions, agent: own})
-                    critic = self.critic_sets[0][policy]
-                    q = tape(critic, obs[agent], own, joint_own, params=False)
-                    loss = loss - q.mean()
-                    if isinstance(self.action_spaces[agent], spaces.Discrete):
-                        loss = loss + 1e-3 * out.pow(2).mean()
-                actor_losses.append(loss)
+            actor_loss = None
+            for agent in self.agents:
+                policy = self.policy_of[agent]
+                out = tape(self.actors[policy], obs[agent])
+                own = self._differentiable(agent, out)
+                joint_own = self._joint(obs, {**actions, agent: own})
+                q = tape(self.critic_sets[0][policy], obs[agent], own, joint_own, params=False)
+                loss = -q.mean()
+                if isinstance(self.action_spaces[agent], spaces.Discrete):
+                    loss = loss + 1e-3 * out.pow(2).mean()
+                actor_loss = loss if actor_loss is None else actor_loss + loss
             actor_opts = [self.opts[f"actor:{p}"] for p in self.policies]
             for opt in actor_opts:
                 opt.zero_grad()
-            tape.backward(torch.stack(actor_losses).sum())
+            tape.backward(actor_loss)
             for opt in actor_opts:
                 opt.step()
-            result["actor_loss"] = float(torch.stack(actor_losses).detach().mean())
-            _soft_update(*self._soft_pairs, spec.tau)
+            result["actor_loss"] = float(actor_loss.detach()) / len(self.policies)
+            self._soft_update_targets()
         return result
 
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import torch
-import torch.nn.functional as F
 from gymnasium import spaces
 
-from agilerl.algorithms.maddpg import MADDPG, _forward
+from agilerl.algorithms.maddpg import MADDPG, _forward, one_hot
 from agilerl.arena.models.algorithms.matd3 import MATD3Spec
 
 __all__ = ["MATD3"]
@@ -35,7 +34,10 @@ class MATD3(MADDPG):
             out = _forward(self.actor_targets[self.policy_of[agent]], next_obs[agent])
             space = self.action_spaces[agent]
             if isinstance(space, spaces.Discrete):
-                actions[agent] = F.gumbel_softmax(out, tau=self.spec.gumbel_temperature, hard=True)
+                # the value of F.gumbel_softmax(out, hard=True) from the same draw: no
+                # gradient flows here, so the argmax of the perturbed logits is all it takes
+                gumbel = torch.empty_like(out).exponential_().log()
+                actions[agent] = one_hot((out - gumbel).argmax(-1), out.shape[-1])
                 continue
             action = self._squash(agent, out)
             low, high = self._bounds[agent]

@@ -400,6 +400,8 @@ class StackedChain:
         ]
         self._ptrs: tuple[int, ...] = ()
         self._views: list[tuple[torch.Tensor | None, torch.Tensor | None]] = []
+        # per layer: (gradient data pointers, [N, ...] weight and bias gradient views)
+        self._grad_views: dict[int, tuple[tuple[int, ...], Any, Any]] = {}
 
     @classmethod
     def of(cls, modules: Sequence[nn.Module]) -> StackedChain | None:
@@ -494,14 +496,25 @@ class StackedChain:
         return grad if input_grad else None
 
     def _accumulate(self, i: int, grad_w: torch.Tensor, grad_b: torch.Tensor, n: int) -> None:
-        weights, biases = self._tensors[i][:n], self._tensors[i][n:]
-        for params, g in ((weights, grad_w), (biases, grad_b)):
-            grads = [p.grad for p in params]
-            view = _stacked_view(grads) if all(gr is not None for gr in grads) else None
+        params = self._tensors[i]
+        grads = [p.grad for p in params]
+        if all(g is not None for g in grads):
+            ptrs = tuple(g.data_ptr() for g in grads)
+            cached = self._grad_views.get(i)
+            if cached is None or cached[0] != ptrs:
+                cached = self._grad_views[i] = (
+                    ptrs,
+                    _stacked_view(grads[:n]),
+                    _stacked_view(grads[n:]),
+                )
+            views = cached[1:]
+        else:
+            views = (None, None)
+        for members, view, g in ((params[:n], views[0], grad_w), (params[n:], views[1], grad_b)):
             if view is not None:
                 view.add_(g)
             else:
-                for p, gi in zip(params, g.unbind(0), strict=True):
+                for p, gi in zip(members, g.unbind(0), strict=True):
                     _accumulate(p, gi)
 
 
@@ -594,12 +607,20 @@ def _backward(
         torch.autograd.backward(tensors, grads, retain_graph=keep_graph)
 
 
-def _send(inputs: torch.Tensor, grad: torch.Tensor, keep_graph: bool) -> None:
-    """Hand ``grad`` (d loss / d ``inputs``) on: into a leaf's ``.grad``, or through autograd."""
+def _send(
+    inputs: torch.Tensor, grad: torch.Tensor, pending: list[tuple[torch.Tensor, torch.Tensor]]
+) -> None:
+    """Hand ``grad`` (d loss / d ``inputs``) on: into a leaf's ``.grad``, or to ``pending``."""
     if inputs.grad_fn is None:  # a leaf, e.g. another trunk's output
         inputs.grad = grad if inputs.grad is None else inputs.grad + grad
     else:
-        _backward((inputs,), (grad,), keep_graph)
+        pending.append((inputs, grad))
+
+
+def _send_all(pending: list[tuple[torch.Tensor, torch.Tensor]], keep_graph: bool) -> None:
+    """Back-propagate the pending input gradients through autograd, in one engine call."""
+    tensors, grads = zip(*pending, strict=True)
+    _backward(tensors, grads, keep_graph)
 
 
 class GradTape:
@@ -676,6 +697,8 @@ class GradTape:
         try:
             if len(inputs) == 1:
                 x = inputs[0]
+            elif all(x.dim() == 2 for x in inputs):  # shared by all members: joined once
+                x = torch.cat(inputs, -1)
             else:
                 batch = next((x.shape[:2] for x in inputs if x.dim() == 3), (n, inputs[0].shape[0]))
                 x = torch.cat([x if x.dim() == 3 else x.expand(*batch, -1) for x in inputs], -1)
@@ -705,7 +728,13 @@ class GradTape:
 
     @staticmethod
     def _backward_records(records: list[_Record], keep_graph: bool = False) -> None:
+        # Gradients of inputs computed by autograd go on in one engine call per run of
+        # records, made just before a record (which may be upstream of them) is read.
+        pending: list[tuple[torch.Tensor, torch.Tensor]] = []
         for record in reversed(records):
+            if pending:
+                _send_all(pending, keep_graph)
+                pending = []
             grad = record.output.grad
             if grad is None:
                 continue
@@ -722,15 +751,16 @@ class GradTape:
             if not any(wanted):
                 continue
             if len(record.inputs) == 1:
-                _send(record.inputs[0], _unbroadcast(record.inputs[0], grad_in), keep_graph)
+                _send(record.inputs[0], _unbroadcast(record.inputs[0], grad_in), pending)
                 continue
             start = 0
             for x, want in zip(record.inputs, wanted, strict=True):
                 width = x.shape[-1]
                 if want:
-                    g = _unbroadcast(x, grad_in[..., start : start + width])
-                    _send(x, g, keep_graph)
+                    _send(x, _unbroadcast(x, grad_in[..., start : start + width]), pending)
                 start += width
+        if pending:
+            _send_all(pending, keep_graph)
 
 
 def _unbroadcast(x: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:

@@ -32,10 +32,23 @@ Better return at 3.45x (IPPO) and 2.44x (MATD3) the speed: the 3x goal is met fo
 only. Per vector step of 8 copies (CPU time, one process): env stepping 1.6 -> 0.5 ms (the
 bare AEC env under PettingZoo's ``aec_to_parallel`` is stepped directly; mpe2's own world
 step is now most of it), a MATD3 update 10 -> 6 ms (GradTape trunks, one backward per
-phase, FlatAdam). What is left of an update is about half per-op overhead (twin critics of
-two policies, each its own chain), so stacking the twin critics into one batched chain is
-the next step; the public package also steps its copies in 8 subprocesses, which on a
-loaded shared machine buys it CPU share.
+phase, FlatAdam).
+
+Then (MADDPG/MATD3 updates, same seeds, the learning tests still pass): twin critics run as
+one stacked chain (``GradTape.stacked``, their tensors interleaved in the optimizer's flat
+buffer and the targets packed alike), FlatAdam's fused one-pass kernel (about 100 -> 11 us
+per step of a 22k-parameter critic pair), soft updates as one ``lerp_`` per flat buffer,
+autograd-side input gradients handed on in one engine call per run of records, and the
+MATD3 target Gumbel one-hot from the perturbed argmax: 441 -> 327 dispatched ops per update.
+Measured under heavy load (load average 10-13 from other jobs on the 2 cores), so only
+ratios mean much: a MATD3 update 5.34 -> 4.37 ms CPU (best of 3, main before vs after,
+run alternately; MADDPG 5.42 -> 4.73), collection unchanged at about 0.8 ms; one
+invocation ``--scale 0.2 --algorithms MATD3`` at load 12: ours 418 steps/s, greedy return
+-31.0, public 149 steps/s, -262.8 (2.81x; the code before these changes measured 3.60x at
+load 2-8 half an hour earlier: the ratio swings with the load, so this needs the
+quiet-machine rerun). What is left of an update is mostly the matmuls (about half at batch
+256) and per-op overhead of the two policies' critics, which differ only in the first
+layer's input width (their hidden layers could run as one 4-member stack).
 """
 
 from __future__ import annotations

@@ -240,6 +240,28 @@ def test_matd3_updates_actor_every_policy_freq_and_madddpg_every_step() -> None:
     env.close()
 
 
+@pytest.mark.parametrize("rebuilt", [False, True])
+def test_soft_update_moves_every_target_by_tau(rebuilt) -> None:
+    env = _env(True)
+    obs, _ = env.reset(seed=0)
+    agent = MATD3(MATD3Spec(policy_freq=1, tau=0.25), env.observation_spaces, env.action_spaces)
+    if rebuilt:  # a clone is rebuilt from a state dict: its targets are packed again
+        agent = agent.clone()
+    memory = make_replay_buffer(agent, 50, seed=0)
+    action = agent.act(obs)
+    nxt, rew, term, _, _ = env.step(action)
+    memory.add(obs=obs, action=action, reward=rew, next_obs=nxt, done=term)
+    pairs = [("actors", "actor_targets"), ("critics_1", "critics_1_targets")]
+    pairs.append(("critics_2", "critics_2_targets"))
+    before = {t: [p.detach().clone() for p in agent.nets[t].parameters()] for _, t in pairs}
+    agent.learn(memory.sample(8))
+    for online, target in pairs:
+        params = zip(agent.nets[online].parameters(), agent.nets[target].parameters(), strict=True)
+        for (new, moved), old in zip(params, before[target], strict=True):
+            torch.testing.assert_close(moved, 0.75 * old + 0.25 * new.detach())
+    env.close()
+
+
 @pytest.mark.parametrize("mode", ["gumbel_softmax", "one_hot"])
 def test_discrete_maddpg_actor_gets_gradients(mode) -> None:
     env = _env(False)

@@ -289,14 +289,16 @@ def test_fusion_skipped_with_layer_norm() -> None:
 
 
 # --- optimizer ----------------------------------------------------------------------
-def test_flat_adam_matches_torch_adam_with_clipping() -> None:
+@pytest.mark.parametrize("fused", [False, True])
+def test_flat_adam_matches_torch_adam_with_clipping(fused: bool) -> None:
     def make() -> torch.nn.Module:
         torch.manual_seed(3)
         return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
 
     ref, flat = make(), make()
     ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-2, eps=1e-5)
-    flat_opt = FlatAdam(flat.parameters(), lr=1e-2, eps=1e-5)
+    flat_opt = FlatAdam(flat.parameters(), lr=1e-2, eps=1e-5, fused=fused)
+    assert flat_opt.fused is fused
     for step in range(5):
         x = torch.randn(16, 4, generator=torch.Generator().manual_seed(step))
         ref_opt.zero_grad()
@@ -330,6 +332,29 @@ def test_flat_adam_relinks_replaced_grads_and_state_round_trip() -> None:
     torch.testing.assert_close(other.exp_avg, opt.exp_avg)
     with pytest.raises(ValueError, match="does not match"):
         FlatAdam(torch.nn.Linear(4, 2).parameters()).load_state_dict(state)
+
+
+def test_fused_flat_adam_resumes_with_the_loaded_step_count() -> None:
+    def make(steps: int) -> tuple[torch.nn.Module, FlatAdam]:
+        torch.manual_seed(0)
+        net = torch.nn.Linear(3, 2)
+        opt = FlatAdam(net.parameters(), lr=0.1, fused=True)
+        for _ in range(steps):
+            opt.zero_grad()
+            net(torch.ones(4, 3)).square().sum().backward()
+            opt.step()
+        return net, opt
+
+    net, opt = make(3)
+    resumed, resumed_opt = make(0)
+    resumed.load_state_dict(net.state_dict())
+    resumed_opt.load_state_dict(opt.state_dict())
+    for model, optimizer in ((net, opt), (resumed, resumed_opt)):
+        optimizer.zero_grad()
+        model(torch.ones(4, 3)).square().sum().backward()
+        optimizer.step()  # bias corrections of step 4 on both
+    assert resumed_opt.step_count == 4
+    torch.testing.assert_close(resumed.weight, net.weight, rtol=0, atol=0)
 
 
 # --- spaces -------------------------------------------------------------------------
