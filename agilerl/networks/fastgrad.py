@@ -410,6 +410,7 @@ class StackedChain:
         ]
         self._ptrs: tuple[int, ...] = ()
         self._views: list[tuple[torch.Tensor | None, torch.Tensor | None]] = []
+        self._grad_views: dict[int, tuple[list[torch.Tensor | None], torch.Tensor | None]] = {}
 
     @classmethod
     def of(cls, modules: Sequence[nn.Module]) -> StackedChain | None:
@@ -508,9 +509,16 @@ class StackedChain:
 
     def _accumulate(self, i: int, grad_w: torch.Tensor, grad_b: torch.Tensor, n: int) -> None:
         weights, biases = self._tensors[i][:n], self._tensors[i][n:]
-        for params, g in ((weights, grad_w), (biases, grad_b)):
+        for slot, (params, g) in enumerate(((weights, grad_w), (biases, grad_b))):
             grads = [p.grad for p in params]
-            view = _stacked_view(grads) if all(gr is not None for gr in grads) else None
+            key = 2 * i + slot
+            cached = self._grad_views.get(key)
+            if cached is not None and all(a is b for a, b in zip(cached[0], grads, strict=True)):
+                view = cached[1]
+            else:
+                view = _stacked_view(grads) if all(gr is not None for gr in grads) else None
+                # the same gradient tensors (an optimizer's flat buffer) come back every step
+                self._grad_views[key] = (grads, view)
             if view is not None:
                 view.add_(g)
             else:
