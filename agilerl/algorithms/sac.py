@@ -264,7 +264,7 @@ class SAC(OffPolicyAlgorithm):
         with torch.no_grad():
             next_action, next_log_prob = self.actor.sample(b.next_obs, tape)
             next_q = critic_values(self._critic_targets, b.next_obs, next_action, tape).amin(0)
-            y = b.reward + b.discount * (next_q - alpha * next_log_prob)
+            y = torch.addcmul(b.reward, b.discount, next_q.sub_(next_log_prob, alpha=alpha))
         qs = critic_values(self._critics, b.obs, action, tape)  # [num_critics, B]
         td = qs - y
         critic_loss = (td.square() if w is None else td.square() * w).mean(1).sum()

@@ -182,3 +182,27 @@ def test_chain_only_for_modules_it_can_run():
     assert isinstance(chain_of(MLP(3, 2, [4], activation="ReLU", layer_norm=True)), MLPChain)
     assert chain_of(MLP(3, 2, [4], activation="GELU")) is None
     assert chain_of(nn.Linear(3, 2)) is None
+
+
+@pytest.mark.parametrize("stacked", [False, True])
+def test_input_gradient_of_some_inputs_only_matches_autograd(stacked):
+    # a critic head reading [detached latent, action]: only the action's columns get a
+    # gradient, and a 3-wide first layer takes the transposed (narrow-result) product
+    torch.manual_seed(0)
+    heads = [MLP(3 + 2, 1, [20]), MLP(3 + 2, 1, [20])]
+    latent = torch.randn(40, 3)
+    action = torch.randn(40, 2, requires_grad=True)
+    grads = []
+    for fast in (True, False):
+        for m in heads:
+            m.zero_grad(set_to_none=True)
+        action.grad = None
+        tape = GradTape(fast=fast)
+        if stacked:
+            q = tape.stacked(heads, latent, action)
+        else:
+            q = torch.stack([tape(m, latent, action) for m in heads])
+        tape.backward(q.square().mean())
+        grads.append([p.grad.clone() for m in heads for p in m.parameters()] + [action.grad])
+    for g_fast, g_slow in zip(*grads, strict=True):
+        torch.testing.assert_close(g_fast, g_slow, rtol=1e-5, atol=1e-6)
