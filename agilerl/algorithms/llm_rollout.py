@@ -148,11 +148,12 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
         if (
             shared is None
             or checkpointed
-            or self._sharded()
+            or distributed.active()
             or not self.spec.calc_position_embeddings
         ):
-            # Gradient checkpointing turns the KV cache off; sharded processes must all run
-            # the same forward passes, whatever their prompts share.
+            # Gradient checkpointing turns the KV cache off. FSDP2 cannot take the two
+            # forwards (prefix, rest) before one backward, and data-parallel processes take
+            # the whole path alike, so replicated and sharded runs take the same updates.
             batch = collate(rows, self.tokenizer.pad_token_id)
             return self._forward(batch, hidden=hidden, keep=keep)
         return prefix_token_logps(

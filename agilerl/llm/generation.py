@@ -132,7 +132,9 @@ def _generate_chunk(
         kwargs["synced_gpus"] = True
     was_training = model.training
     model.eval()
-    shared = None if sharded else shared_prefixes(prompts, [len(p) for p in prompts])
+    # Data-parallel processes prefill whole, like their update (see RolloutLLMAlgorithm).
+    active = distributed.active()
+    shared = None if active else shared_prefixes(prompts, [len(p) for p in prompts])
     if shared is not None:
         # A group's prompt is prefilled once; generate runs only each row's last prompt token.
         kwargs[cache_kwarg(model)], _ = prefix_cache(model, *shared, pad_id)
