@@ -32,6 +32,7 @@ from agilerl.arena.models.algorithms import GRPOSpec, LLMAlgorithmSpec, LLMPPOSp
 from agilerl.llm import distributed
 from agilerl.llm.generation import SamplingSettings, token_logps
 from agilerl.llm.model import reference_policy
+from agilerl.llm.prefix import prefix_token_logps, shared_prefixes
 from agilerl.llm.rollout import Sample, collate, collect, pad_rows
 from agilerl.llm.rollout_env import RolloutEnv
 
@@ -134,6 +135,38 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
             position_ids=self.spec.calc_position_embeddings,
         )
 
+    def _forward_rows(self, rows: list[Sample], *, hidden: bool = False, keep: int) -> Any:
+        """Like :meth:`_forward` on ``collate(rows)``; a prompt shared by a group runs once.
+
+        Only the targets from each row's first generated token on are computed
+        (the rest are zero); every consumer masks them out.
+        """
+        sequences = [s.ids for s in rows]
+        starts = [_first_action(s) for s in rows]
+        shared = shared_prefixes(sequences, starts)
+        checkpointed = self.spec.gradient_checkpointing and torch.is_grad_enabled()
+        if (
+            shared is None
+            or checkpointed
+            or distributed.active()
+            or not self.spec.calc_position_embeddings
+        ):
+            # Gradient checkpointing turns the KV cache off. FSDP2 cannot take the two
+            # forwards (prefix, rest) before one backward, and data-parallel processes take
+            # the whole path alike, so replicated and sharded runs take the same updates.
+            batch = collate(rows, self.tokenizer.pad_token_id)
+            return self._forward(batch, hidden=hidden, keep=keep)
+        return prefix_token_logps(
+            self.actor,
+            sequences,
+            starts,
+            shared,
+            self.tokenizer.pad_token_id,
+            temperature=self.spec.temperature,
+            keep=keep,
+            hidden=hidden,
+        )
+
     @torch.no_grad()
     def prepare(self, rows: list[Sample], env: Any) -> dict[str, Any]:
         """Reference log-probs per sample (only when ``beta > 0``), dropout off."""
@@ -153,7 +186,7 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
         with reference_policy(self.actor):
             for start in range(0, len(rows), step):
                 chunk = rows[start : start + step]
-                logps, _ = self._forward(collate(chunk, self.tokenizer.pad_token_id))
+                logps, _ = self._forward_rows(chunk, keep=max(len(s.ids) for s in chunk) - 1)
                 out += [logps[i, -(len(s.ids) - 1) :].cpu() for i, s in enumerate(chunk)]
         self.activate()
         self.actor.train(was_training)
@@ -228,7 +261,7 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
         # Targets from the first generated token of any row on (rows are end-aligned).
         generated = batch["action_mask"][:, 1:].any(0).nonzero()
         keep = batch["input_ids"].shape[1] - 1 - (int(generated[0]) if len(generated) else 0)
-        logps, states = self._forward(batch, hidden=self.value_head is not None, keep=keep)
+        logps, states = self._forward_rows(rows, hidden=self.value_head is not None, keep=keep)
         mask = batch["action_mask"][:, -keep:].to(logps.device)
         old = batch["old_logps"][:, -keep:].to(logps.device)
         advantages = self.token_advantages(rows, context, logps.shape[1]).to(logps.device)
@@ -443,6 +476,14 @@ class LLMPPO(RolloutLLMAlgorithm):
         clipped = old + (values - old).clamp(-clip, clip)
         loss = 0.5 * torch.max((values - returns) ** 2, (clipped - returns) ** 2)
         return (loss * mask).sum() / norm
+
+
+def _first_action(sample: Sample) -> int:
+    """Index of the sample's first generated token (its last token if none was generated)."""
+    try:
+        return max(1, sample.action_mask.index(1))
+    except ValueError:
+        return len(sample.ids) - 1
 
 
 def _gae(rewards: torch.Tensor, values: torch.Tensor, gamma: float, lam: float) -> torch.Tensor:

@@ -13,7 +13,8 @@ from typing import Any
 
 import torch
 
-from agilerl.llm.model import _takes_logits_to_keep, position_ids_from_mask
+from agilerl.llm.model import _takes_logits_to_keep, left_pad, position_ids_from_mask
+from agilerl.llm.prefix import cache_kwarg, prefix_cache, shared_prefixes
 
 
 @dataclass
@@ -54,18 +55,6 @@ class Completion:
     ids: list[int]
     logps: list[float]
     text: str
-
-
-def left_pad(sequences: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(input_ids, attention_mask)`` of ``sequences`` padded on the left."""
-    width = max(map(len, sequences))
-    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(sequences), width), dtype=torch.long)
-    for i, seq in enumerate(sequences):
-        if seq:
-            ids[i, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
-            mask[i, width - len(seq) :] = 1
-    return ids, mask
 
 
 def _cut(tokens: list[int], eos_ids: set[int], pad_id: int) -> int:
@@ -137,11 +126,18 @@ def _generate_chunk(
         kwargs["suppress_tokens"] = [pad_id]
     from agilerl.llm import distributed
 
-    if distributed.active() and distributed.is_sharded(model):
+    sharded = distributed.active() and distributed.is_sharded(model)
+    if sharded:
         # Every process must run the same number of sharded forward passes.
         kwargs["synced_gpus"] = True
     was_training = model.training
     model.eval()
+    # Data-parallel processes prefill whole, like their update (see RolloutLLMAlgorithm).
+    active = distributed.active()
+    shared = None if active else shared_prefixes(prompts, [len(p) for p in prompts])
+    if shared is not None:
+        # A group's prompt is prefilled once; generate runs only each row's last prompt token.
+        kwargs[cache_kwarg(model)], _ = prefix_cache(model, *shared, pad_id)
     result = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), **kwargs)
     model.train(was_training)
     generated = result.sequences[:, ids.shape[1] :].cpu()

@@ -163,6 +163,18 @@ def enable_gradient_checkpointing(model: Any) -> None:
     model.config.use_cache = False
 
 
+def left_pad(sequences: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(input_ids, attention_mask)`` of ``sequences`` padded on the left."""
+    width = max(map(len, sequences))
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for i, seq in enumerate(sequences):
+        if seq:
+            ids[i, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
+            mask[i, width - len(seq) :] = 1
+    return ids, mask
+
+
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     """Position ids that start at 0 on the first real token (correct under left padding)."""
     positions = attention_mask.long().cumsum(-1) - 1
