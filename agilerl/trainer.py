@@ -202,6 +202,7 @@ class LocalTrainer:
             selection.elitism,
             self.manifest.training.pop_size,
             rng=np.random.default_rng(mutation_spec.rand_seed),
+            keep_incumbents=selection.keep_incumbents,
         )
         mutation = Mutations.from_spec(
             mutation_spec, self.spec, rng_seed=mutation_spec.rand_seed + 1

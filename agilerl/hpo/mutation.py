@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -191,13 +191,22 @@ class Mutations:
         self.rng = generator_from_state(state["rng"])
 
     # --- the operator ------------------------------------------------------------------
-    def mutation(self, population: list[Any], pre_training: bool = False) -> list[Any]:
+    def mutation(
+        self,
+        population: list[Any],
+        pre_training: bool = False,
+        keep: Collection[int] = (),
+    ) -> list[Any]:
         """Mutate every agent once (see the module docstring).
 
         Args:
             population: The agents; ``population[0]`` is the elite.
             pre_training: Mutating before any training (there is no elite yet),
                 so ``population[0]`` is mutated even when ``mutate_elite`` is off.
+            keep: Indices of agents left unchanged: members that kept their
+                place in selection (``TournamentSelection(keep_incumbents=True)``)
+                go on training as they were; only the clones that replaced
+                others explore.
 
         Returns:
             The agents in order; architecture and activation mutations return
@@ -210,6 +219,11 @@ class Mutations:
                 agent.mut = "None"
                 out.append(agent)
                 records.append({"index": agent.index, "mutation": "None", "detail": "elite kept"})
+                continue
+            if agent.index in keep:
+                agent.mut = "None"
+                out.append(agent)
+                records.append({"index": agent.index, "mutation": "None", "detail": "kept place"})
                 continue
             kind = str(self.rng.choice(self.kinds, p=self.weights))
             agent, kind, label, detail = self._apply(agent, kind)

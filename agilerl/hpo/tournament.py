@@ -29,12 +29,25 @@ class TournamentSelection:
     without fitness (or with NaN fitness) rank last. Ties go to the agent
     earlier in the population (for the elite) or drawn earlier (tournaments).
 
+    With ``keep_incumbents`` (and a population of ``population_size``) every
+    member other than the elite defends its place in its own tournament
+    against ``tournament_size - 1`` rivals drawn (uniformly, with replacement)
+    from the other members: it stays (same index, same weights) unless the
+    fittest rival is strictly fitter, in which case a clone of that rival
+    takes the place (PBT's exploit by binary tournament). Members that
+    evaluate alike (early in training, when every member still scores the
+    same) therefore all keep training instead of being replaced by random
+    picks, so a promising start is not lost to a draw before it shows.
+    Without it every place goes to the winner of a tournament of
+    ``tournament_size`` uniform draws.
+
     Args:
         tournament_size: Agents drawn (uniformly, with replacement) per tournament.
         elitism: Keep a clone of the best agent, with its index, as the first member.
         population_size: Size of the new population.
         fitness_window: Number of most recent fitness values averaged.
         rng: Random generator (a fresh unseeded one when ``None``).
+        keep_incumbents: Members keep their place unless a rival is strictly fitter.
 
     Raises:
         ValueError: If a size or the window is below 1.
@@ -47,6 +60,7 @@ class TournamentSelection:
         population_size: int,
         fitness_window: int = 1,
         rng: np.random.Generator | None = None,
+        keep_incumbents: bool = False,
     ) -> None:
         for name, value in (
             ("tournament_size", tournament_size),
@@ -60,6 +74,7 @@ class TournamentSelection:
         self.population_size = int(population_size)
         self.fitness_window = int(fitness_window)
         self.rng = rng if rng is not None else np.random.default_rng()
+        self.keep_incumbents = bool(keep_incumbents)
         self.next_index = 0
 
     def fitness(self, agent: Any) -> float:
@@ -69,6 +84,15 @@ class TournamentSelection:
     def _tournament(self, scores: np.ndarray) -> int:
         drawn = self.rng.integers(0, len(scores), size=self.tournament_size)
         return int(drawn[int(np.argmax(scores[drawn]))])
+
+    def _defend(self, scores: np.ndarray, incumbent: int) -> int:
+        """The incumbent, unless the fittest of ``tournament_size - 1`` drawn rivals is fitter."""
+        if self.tournament_size < 2 or len(scores) < 2:
+            return incumbent
+        drawn = self.rng.integers(0, len(scores) - 1, size=self.tournament_size - 1)
+        rivals = drawn + (drawn >= incumbent)  # the other members, uniformly
+        best = int(rivals[int(np.argmax(scores[rivals]))])
+        return best if scores[best] > scores[incumbent] else incumbent
 
     def select(self, population: Sequence[Any]) -> tuple[Any, list[Any], list[dict[str, Any]]]:
         """Build the next generation.
@@ -84,6 +108,9 @@ class TournamentSelection:
             ``population_size`` winners. Winners are clones with fresh indices
             (one above the highest index seen so far, increasing). ``lineage``
             has one ``{"index", "parent", "elite"}`` dict per new member, in order.
+            With ``keep_incumbents`` the members after the elite are the old
+            members other than the best, in order, each either kept (a clone
+            with its own index; ``parent == index``) or replaced by a winner.
 
         Raises:
             ValueError: For an empty population.
@@ -99,6 +126,25 @@ class TournamentSelection:
         if self.elitism:
             new_population.append(best.clone(index=best.index))
             lineage.append({"index": int(best.index), "parent": int(best.index), "elite": True})
+        if self.keep_incumbents and len(population) == self.population_size:
+            best_slot = int(np.argmax(scores))
+            for slot in range(len(population)):
+                if self.elitism and slot == best_slot:
+                    continue
+                winner = self._defend(scores, slot)
+                if winner == slot:
+                    agent = population[slot]
+                    new_population.append(agent.clone(index=agent.index))
+                    lineage.append(
+                        {"index": int(agent.index), "parent": int(agent.index), "elite": False}
+                    )
+                else:
+                    parent = population[winner]
+                    index = self.next_index
+                    self.next_index += 1
+                    new_population.append(parent.clone(index=index))
+                    lineage.append({"index": index, "parent": int(parent.index), "elite": False})
+            return elite, new_population, lineage
         while len(new_population) < self.population_size:
             parent = population[self._tournament(scores)]
             index = self.next_index

@@ -174,7 +174,11 @@ class PopulationLoop:
         """Tournament selection then mutation; the lineage goes to ``hpo.csv`` and the display."""
         parents = {agent.index: agent for agent in self.population}
         _elite, population, lineage = tournament.select(self.population)
-        population = mutation.mutation(population)
+        kept = {link["index"] for link in lineage if link["parent"] == link["index"]}
+        kept -= {link["index"] for link in lineage if link.get("elite")}
+        population = (
+            mutation.mutation(population, keep=kept) if kept else mutation.mutation(population)
+        )
         records = {r["index"]: r for r in getattr(mutation, "last_records", [])}
         rows = []
         for agent, link in zip(population, lineage, strict=True):

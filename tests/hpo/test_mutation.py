@@ -274,6 +274,22 @@ def test_mutate_elite_false_leaves_first_agent_alone() -> None:
     assert m.last_records[0]["mutation"] == "rl_hp"
 
 
+def test_kept_members_are_left_alone_and_the_others_mutate() -> None:
+    pop = [_dqn(), _dqn(), _dqn(), _dqn()]
+    for i, agent in enumerate(pop):
+        agent.index = i
+    before = [
+        ({k: v.clone() for k, v in a.actor.state_dict().items()}, a.hyperparameters()) for a in pop
+    ]
+    m = _mutations("param", mutate_elite=True)
+    out = m.mutation(pop, keep={1, 3})
+    assert [r["mutation"] for r in m.last_records] == ["param", "None", "param", "None"]
+    assert [r["detail"] for r in m.last_records][1::2] == ["kept place", "kept place"]
+    for slot, (agent, (weights, hps)) in enumerate(zip(out, before, strict=True)):
+        same = all(torch.equal(weights[k], v) for k, v in agent.actor.state_dict().items())
+        assert same == (slot in (1, 3)) and agent.hyperparameters() == hps
+
+
 # --- rl hyperparameters -----------------------------------------------------------------
 @pytest.mark.parametrize("name", ["ppo_cartpole", "dqn", "td3"])
 def test_rl_hp_mutation_stays_in_range_and_reaches_optimizer(name: str) -> None:

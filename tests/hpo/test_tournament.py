@@ -180,3 +180,71 @@ def test_invalid_arguments() -> None:
         TournamentSelection(2, True, 0)
     with pytest.raises(ValueError, match="non-empty"):
         TournamentSelection(2, True, 2).select([])
+
+
+# --- keep_incumbents: a member keeps its place unless a rival is strictly fitter ------------
+def _weights_equal(a: DQN, b: DQN) -> bool:
+    sa, sb = a.actor.state_dict(), b.actor.state_dict()
+    return all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_incumbents_all_keep_their_place_when_fitness_ties() -> None:
+    pop = _population([[-500.0]] * 4)
+    sel = TournamentSelection(2, True, 4, rng=np.random.default_rng(10), keep_incumbents=True)
+    for _ in range(5):  # the classic rule would replace some of them by random picks
+        _, new_pop, lineage = sel.select(pop)
+        assert [a.index for a in new_pop] == [0, 1, 2, 3]
+        assert [entry["parent"] for entry in lineage] == [0, 1, 2, 3]
+        assert [entry["elite"] for entry in lineage] == [True, False, False, False]
+        for agent, old in zip(new_pop[1:], pop[1:], strict=True):
+            assert agent is not old and _weights_equal(agent, old)
+    classic = TournamentSelection(2, True, 4, rng=np.random.default_rng(10))
+    replaced = sum(
+        entry["parent"] != slot
+        for _ in range(5)
+        for slot, entry in enumerate(classic.select(pop)[2])
+    )
+    assert replaced > 0
+
+
+def test_incumbents_are_replaced_only_by_strictly_fitter_rivals() -> None:
+    pop = _population([[0.0], [3.0], [1.0], [2.0]])
+    fitness = {a.index: a.fitness[-1] for a in pop}
+    sel = TournamentSelection(2, True, 4, rng=np.random.default_rng(11), keep_incumbents=True)
+    replaced: Counter[int] = Counter()
+    for _ in range(200):
+        _, new_pop, lineage = sel.select(pop)
+        assert new_pop[0].index == 1 and lineage[0]["elite"]
+        # the places after the elite belong to the old members 0, 2, 3, in order
+        for incumbent, entry in zip((0, 2, 3), lineage[1:], strict=True):
+            assert fitness[entry["parent"]] >= fitness[incumbent]
+            if entry["parent"] != incumbent:
+                assert entry["index"] >= 4  # a winner's clone gets a fresh index
+                replaced[incumbent] += 1
+            else:
+                assert entry["index"] == incumbent
+    # one rival drawn from the other three: member 0 loses to all, member 2 to 2, member 3 to 1
+    for incumbent, share in ((0, 1.0), (2, 2 / 3), (3, 1 / 3)):
+        assert abs(replaced[incumbent] / 200 - share) < 0.1
+
+
+def test_incumbents_lose_to_the_best_in_a_large_tournament_and_never_in_size_one() -> None:
+    pop = _population([[0.0], [3.0], [1.0], [2.0]])
+    big = TournamentSelection(64, True, 4, rng=np.random.default_rng(12), keep_incumbents=True)
+    _, _, lineage = big.select(pop)
+    assert [entry["parent"] for entry in lineage] == [1, 1, 1, 1]
+    alone = TournamentSelection(1, False, 4, rng=np.random.default_rng(13), keep_incumbents=True)
+    _, new_pop, lineage = alone.select(pop)
+    assert [a.index for a in new_pop] == [0, 1, 2, 3]
+    assert all(entry["parent"] == entry["index"] for entry in lineage)
+
+
+def test_incumbent_selection_is_deterministic_for_a_seed() -> None:
+    pop = _population([[0.0], [3.0], [1.0], [2.0], [2.5], [0.5]])
+
+    def run(seed: int) -> list[list[dict]]:
+        sel = TournamentSelection(2, True, 6, rng=np.random.default_rng(seed), keep_incumbents=True)
+        return [sel.select(pop)[2] for _ in range(4)]
+
+    assert run(14) == run(14)
+    assert run(14) != run(15)

@@ -88,3 +88,9 @@ class TournamentSelectionSpec(StrictModel):
     name: str | None = Field(None, description="Label.")
     tournament_size: int = Field(2, ge=1, description="Agents drawn per tournament.")
     elitism: bool = Field(True, description="Keep the best agent unchanged.")
+    keep_incumbents: bool = Field(
+        True,
+        description="Each member keeps its place (and trains on, unmutated) unless a rival "
+        "drawn for its tournament is strictly fitter; false fills every place with the "
+        "winner of a tournament of random draws.",
+    )
