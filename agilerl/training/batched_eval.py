@@ -83,3 +83,42 @@ def evaluate_population(
         fitness.append(score)
         stats.append(episode_stats(returns))
     return fitness, stats
+
+
+def evaluate_and_evolve(
+    loop: Any,
+    groups: Sequence[Any],
+    agents: Sequence[Any],
+    eval_env: PopulationVectorEnv,
+    details: Sequence[dict[str, float]],
+    *,
+    episodes: int,
+    max_steps: int | None,
+    tournament: Any = None,
+    mutation: Any = None,
+) -> None:
+    """End a batched generation: evaluate every member, record, evolve when due.
+
+    Args:
+        loop: The run's :class:`~agilerl.training.population_loop.PopulationLoop`.
+        groups: The generation's groups (stacked and lone) over ``agents``.
+        agents: The generation's members, in population order.
+        eval_env: One vector env with copies for every member.
+        details: Per-member training metrics of the generation, merged with its eval stats.
+        episodes: Greedy episodes per member.
+        max_steps: Step cap per evaluation episode.
+        tournament: Tournament selection, or None (no evolution).
+        mutation: Mutations, or None (no evolution).
+    """
+    fitness, eval_stats = evaluate_population(
+        groups,
+        agents,
+        eval_env,
+        seed=loop.run.seed + 31 * loop.generation,
+        loop=episodes,
+        max_steps=max_steps,
+    )
+    loop.end_generation(fitness, [{**d, **s} for d, s in zip(details, eval_stats, strict=True)])
+    if tournament is not None and mutation is not None and loop.should_evolve():
+        loop.evolve(tournament, mutation)
+    loop.after_generation()

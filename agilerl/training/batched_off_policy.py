@@ -29,7 +29,7 @@ import numpy as np
 
 from agilerl.algorithms.batched import batchable, make_groups
 from agilerl.components.replay_buffer import MultiStepReplayBuffer, PrioritizedReplayBuffer
-from agilerl.training.batched_eval import evaluate_population, group_actions
+from agilerl.training.batched_eval import evaluate_and_evolve, group_actions
 from agilerl.training.evaluation import eval_layout
 from agilerl.training.population_env import PopulationVectorEnv
 from agilerl.training.population_loop import PopulationLoop
@@ -170,20 +170,17 @@ def train_off_policy_batched(
                     }
                 )
             loop.epsilons = list(epsilons)
-            fitness, eval_stats = evaluate_population(
+            evaluate_and_evolve(
+                loop,
                 groups,
                 agents,
                 eval_env,
-                seed=run.seed + 31 * loop.generation,
-                loop=episodes,
+                details,
+                episodes=episodes,
                 max_steps=eval_steps,
+                tournament=tournament,
+                mutation=mutation,
             )
-            loop.end_generation(
-                fitness, [{**d, **s} for d, s in zip(details, eval_stats, strict=True)]
-            )
-            if tournament is not None and mutation is not None and loop.should_evolve():
-                loop.evolve(tournament, mutation)
-            loop.after_generation()
     finally:
         train_env.close()
         eval_env.close()

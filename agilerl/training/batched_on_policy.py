@@ -28,7 +28,7 @@ import torch
 from agilerl.algorithms.batched import LoneGroup, batchable, make_groups
 from agilerl.algorithms.batched.ppo import PPOGroup
 from agilerl.components.rollout_buffer import RolloutBuffer
-from agilerl.training.batched_eval import evaluate_population
+from agilerl.training.batched_eval import evaluate_and_evolve
 from agilerl.training.collect import collect_rollouts
 from agilerl.training.collect_recurrent import collect_recurrent_rollouts
 from agilerl.training.evaluation import eval_layout
@@ -167,20 +167,17 @@ def train_on_policy_batched(
                 group.sync()
             if partial and loop.abandon_generation():
                 break
-            fitness, eval_stats = evaluate_population(
+            evaluate_and_evolve(
+                loop,
                 groups,
                 agents,
                 eval_env,
-                seed=run.seed + 31 * loop.generation,
-                loop=episodes,
+                losses,
+                episodes=episodes,
                 max_steps=eval_steps,
+                tournament=tournament,
+                mutation=mutation,
             )
-            loop.end_generation(
-                fitness, [{**d, **s} for d, s in zip(losses, eval_stats, strict=True)]
-            )
-            if tournament is not None and mutation is not None and loop.should_evolve():
-                loop.evolve(tournament, mutation)
-            loop.after_generation()
     finally:
         pool.close()
         eval_env.close()
