@@ -24,6 +24,11 @@ of points on their own.
 
     pip install -e ".[bench]"
     python scripts/bench/off_policy_vs_sb3.py [--seeds 0 1 2] [--skip-dqn] [--skip-td3] [--skip-sac]
+
+SAC measured 2026-12-02 on the quiet machine (load ~1, seed 0, all speed work merged):
+ours 283 vs SB3 68 env steps/s (4.19x; goal 5x missed, 3.83x before this round's
+transposed narrow GEMMs and partial input gradients); paired return at 20k steps -139.3
+vs -135.5 (within 3%).
 """
 
 from __future__ import annotations

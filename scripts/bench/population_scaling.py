@@ -32,6 +32,12 @@ differ only in the run order's warm-up; 226.6 at pop 4, 408.0 at pop 8). The pop
 preset does 20 full-batch epochs per 256-step rollout: its update is matmul work
 (batched matmuls on ``[N, 256, 64]`` run at the same FLOP rate as N single ones), so
 batching saves the Python per step and per update but not the update itself.
+
+Quiet machine (load < 1, one round, all speed work merged), 2026-12-02: PPO pop 4 batched
+11,729 vs sequential 6,590 steps/s (1.78x), pop 8 10,843 vs 5,887 (1.84x); DQN pop 4
+3,960 vs 2,131 (1.86x), pop 8 6,347 vs 2,282 (2.78x). The 2.5x goal at pop 4 is missed
+for both. Best fitness differs slightly between modes (PPO pop 8 408.0 vs 392.2): the
+sequential chains now round tanh through numpy, and one-ulp differences grow over a run.
 """
 
 from __future__ import annotations

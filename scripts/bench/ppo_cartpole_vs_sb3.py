@@ -12,6 +12,10 @@ is better; time to solve: lower is better).
 
     pip install -e ".[bench]"
     python scripts/bench/ppo_cartpole_vs_sb3.py [--seeds 0 1 2] [--cpu-clock]
+
+Measured 2026-12-02 on the quiet machine (load ~0.8, wall clock, seeds 0-2): median
+ours 7,504 vs SB3 2,235 env steps/s (3.36x; goal >= 3x met), median seconds to solve
+2.01 vs 6.71 (0.30x).
 """
 
 from __future__ import annotations
