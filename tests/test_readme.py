@@ -318,6 +318,17 @@ CASES: dict[str, Case] = {
     "python scripts/bench/ppo_cartpole_vs_sb3.py": Case(
         budget={"--seeds": "0"}, expect=["median steps/s: ours"], marks=SLOW
     ),
+    "python scripts/bench/off_policy_vs_sb3.py": Case(
+        skip="a benchmark of about half an hour (needs the bench extra); run by hand"
+    ),
+    "python scripts/bench/population_scaling.py": Case(
+        budget={"--pops": "1 4", "--steps": "1000", "--algos": "dqn"},
+        expect=["batched÷sequential"],
+        marks=SLOW,
+    ),
+    "python scripts/bench/evo_vs_optuna.py": Case(
+        skip="a benchmark of hours (Optuna and the public implementation's own venv)"
+    ),
     "python scripts/bench/recurrent_ppo_vs_sb3_contrib.py": Case(
         budget={"--steps": "2048"}, expect=["median steps/s: ours"], marks=SLOW
     ),
