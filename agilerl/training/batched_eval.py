@@ -11,6 +11,7 @@ keep stepping (their extra episodes are ignored) until the last one is done.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -122,3 +123,20 @@ def evaluate_and_evolve(
     if tournament is not None and mutation is not None and loop.should_evolve():
         loop.evolve(tournament, mutation)
     loop.after_generation()
+
+
+def use_batched(reason: str | None, mode: bool | str) -> bool:
+    """Whether a population trains batched, given why it cannot (``None``: it can).
+
+    Args:
+        reason: What stops batching, or ``None``.
+        mode: ``training.batched_population``: ``True`` (asked for: a fallback
+            warns with the reason) or ``"auto"`` (batched where possible, quietly).
+    """
+    if reason is not None and mode is True:
+        warnings.warn(
+            f"training.batched_population: members train one after another: {reason}",
+            UserWarning,
+            stacklevel=3,
+        )
+    return reason is None

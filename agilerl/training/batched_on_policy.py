@@ -18,7 +18,6 @@ forward per step), and evolution and checkpoints work on plain agents.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,7 +36,7 @@ from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.results import LoopResult
 from agilerl.training.run_context import RunContext
 
-__all__ = ["batched_loop", "batched_on_policy_reason", "train_on_policy_batched"]
+__all__ = ["batched_on_policy_reason", "train_on_policy_batched"]
 
 
 def batched_on_policy_reason(
@@ -52,25 +51,6 @@ def batched_on_policy_reason(
         return "no member can be stacked (a feed-forward PPO, Discrete actions, flat Box obs)"
     if len({int(agent.steps) for agent in population}) > 1:
         return "the members have taken different numbers of steps"
-    return None
-
-
-def batched_loop(
-    population: Sequence[Any], env: Any, env_factory: Any, eval_env: Any, mode: bool | str
-) -> Callable[..., LoopResult] | None:
-    """:func:`train_on_policy_batched` when the population can train batched, else ``None``.
-
-    With ``mode`` true (not ``"auto"``) a fallback warns with the reason.
-    """
-    reason = batched_on_policy_reason(population, env, env_factory, eval_env)
-    if reason is None:
-        return train_on_policy_batched
-    if mode is True:
-        warnings.warn(
-            f"training.batched_population: members train one after another: {reason}",
-            UserWarning,
-            stacklevel=3,
-        )
     return None
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 import numpy as np
@@ -89,17 +88,12 @@ def train_off_policy(
     """
     if batched_population:
         from agilerl.training import batched_off_policy as batched
+        from agilerl.training.batched_eval import use_batched
 
         reason = batched.batched_off_policy_reason(
             population, env, memory, n_step_memory, env_factory, eval_env
         )
-        if reason is not None and batched_population is True:
-            warnings.warn(
-                f"training.batched_population: members train one after another: {reason}",
-                UserWarning,
-                stacklevel=2,
-            )
-        if reason is None:
+        if use_batched(reason, batched_population):
             return batched.train_off_policy_batched(
                 population,
                 env,

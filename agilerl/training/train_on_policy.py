@@ -72,11 +72,12 @@ def train_on_policy(
         The run's result; it unpacks as ``population, fitnesses``.
     """
     if batched_population:
-        from agilerl.training.batched_on_policy import batched_loop
+        from agilerl.training import batched_on_policy as batched
+        from agilerl.training.batched_eval import use_batched
 
-        batched = batched_loop(population, env, env_factory, eval_env, batched_population)
-        if batched is not None:
-            return batched(
+        reason = batched.batched_on_policy_reason(population, env, env_factory, eval_env)
+        if use_batched(reason, batched_population):
+            return batched.train_on_policy_batched(
                 population, env, env_name, algo, max_steps=max_steps, evo_steps=evo_steps,
                 eval_steps=eval_steps, eval_loop=eval_loop, target=target,
                 checkpoint=checkpoint, tournament=tournament, mutation=mutation,

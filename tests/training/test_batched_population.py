@@ -186,3 +186,16 @@ def test_batched_population_with_a_shared_memory_fills_it_together() -> None:
     assert len(memory) == 3 * 400
     assert all(agent.num_updates > 50 and agent.steps == 400 for agent in result.population)
     assert all(math.isfinite(f) for f in result.fitnesses)
+
+
+def test_a_fallback_warns_only_when_batching_was_asked_for() -> None:
+    import warnings
+
+    from agilerl.training.batched_eval import use_batched
+
+    with pytest.warns(UserWarning, match="one after another: no member can be stacked"):
+        assert not use_batched("no member can be stacked", True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not use_batched("no member can be stacked", "auto")
+        assert use_batched(None, True)
