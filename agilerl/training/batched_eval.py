@@ -1,4 +1,4 @@
-"""Greedy evaluation of a whole population in one vector env, with one forward per step.
+"""Greedy evaluation of a whole population, with one forward per step for all its members.
 
 Each member plays ``copies`` sub-envs seeded exactly like the shared
 evaluation env of :class:`~agilerl.training.evaluation.PopulationEnvs`, and its
@@ -6,7 +6,9 @@ fitness is computed as :meth:`EvolvableAlgorithm.test` computes it: the
 first ``loop`` episodes of every sub-env (a sub-env that finished none adds
 its partial return), stepping until every sub-env has finished ``loop``
 episodes or ``max_steps`` vector steps have passed. Members that finish early
-keep stepping (their extra episodes are ignored) until the last one is done.
+stop there when ``env`` has one vector env per member (``per_member``);
+otherwise they keep stepping (their extra episodes are ignored) until the
+last one is done.
 """
 
 from __future__ import annotations
@@ -59,12 +61,14 @@ def evaluate_population(
     obs = env.reset([seed] * members)
     running = np.zeros((members, copies), dtype=np.float64)
     finished: list[list[list[float]]] = [[[] for _ in range(copies)] for _ in range(members)]
-    remaining = members * copies
+    remaining = [copies] * members  # sub-envs still short of ``loop`` episodes, per member
+    playing = list(range(members))
     zeros = [0.0] * members
     step = 0
-    while remaining > 0 and (max_steps is None or step < max_steps):
+    while playing and (max_steps is None or step < max_steps):
         obs, _real, reward, terminated, truncated = env.step(
-            group_actions(groups, obs, zeros, greedy=True)
+            group_actions(groups, obs, zeros, greedy=True),
+            playing if env.envs is not None else None,
         )
         running += reward
         step += 1
@@ -73,8 +77,9 @@ def evaluate_population(
             if len(episodes) < loop:
                 episodes.append(float(running[i, j]))
                 if len(episodes) == loop:
-                    remaining -= 1
+                    remaining[i] -= 1
             running[i, j] = 0.0
+        playing = [i for i in playing if remaining[i] > 0]
     fitness, stats = [], []
     for i, agent in enumerate(population):
         returns = [r for env_returns in finished[i] for r in env_returns]

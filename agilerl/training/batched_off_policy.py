@@ -107,7 +107,7 @@ def train_off_policy_batched(
     size, num_envs = len(population), int(env.num_envs)
     copies, episodes = eval_layout(eval_loop)
     train_env = PopulationVectorEnv(env_factory, size, num_envs)
-    eval_env = PopulationVectorEnv(env_factory, size, copies)
+    eval_env = PopulationVectorEnv(env_factory, size, copies, per_member=True)
     shared = not isinstance(memory, list)
     memories = [memory] * size if shared else list(memory)
     loop = PopulationLoop(

@@ -108,7 +108,7 @@ def train_on_policy_batched(
     size = len(population)
     copies, episodes = eval_layout(eval_loop)
     pool = _EnvPool(env_factory)
-    eval_env = PopulationVectorEnv(env_factory, size, copies)
+    eval_env = PopulationVectorEnv(env_factory, size, copies, per_member=True)
     loop = PopulationLoop(
         population,
         run,
