@@ -173,10 +173,13 @@ def bernoulli_evaluate(
 def gaussian_sample(
     mean: torch.Tensor, log_std: torch.Tensor, greedy: bool = False, generator: Generators = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Diagonal Gaussian with state-independent ``log_std`` (``[A]``); actions ``[B, A]``."""
+    """Diagonal Gaussian with state-independent ``log_std`` (``[A]``); actions ``[B, A]``.
+
+    (A stacked population passes ``[N, B, A]`` means and ``[N, 1, A]`` log-stds.)
+    """
     if greedy:
         action = mean
-        log_prob = (-log_std - _HALF_LOG_2PI).sum(-1).expand(mean.shape[0])
+        log_prob = (-log_std - _HALF_LOG_2PI).sum(-1).expand(mean.shape[:-1])
         return action, log_prob
     noise = random_like(mean, _normal, generator)
     action = mean + noise * log_std.exp()
@@ -190,5 +193,5 @@ def gaussian_evaluate(
     """Summed log-probability of ``action`` and entropy under ``N(mean, exp(log_std)^2)``."""
     z = (action - mean) * torch.exp(-log_std)
     log_prob = (-0.5 * z.square() - log_std - _HALF_LOG_2PI).sum(-1)
-    entropy = (0.5 + _HALF_LOG_2PI + log_std).sum(-1).expand(mean.shape[0])
+    entropy = (0.5 + _HALF_LOG_2PI + log_std).sum(-1).expand(mean.shape[:-1])
     return log_prob, entropy

@@ -48,7 +48,10 @@ def batched_on_policy_reason(
     if eval_env is not None:
         return "the caller's evaluation env serves one member at a time"
     if not any(batchable(agent) for agent in population):
-        return "no member can be stacked (a feed-forward PPO, Discrete actions, flat Box obs)"
+        return (
+            "no member can be stacked (a feed-forward PPO, Discrete or 1-D Box actions, "
+            "flat Box obs)"
+        )
     if len({int(agent.steps) for agent in population}) > 1:
         return "the members have taken different numbers of steps"
     return None

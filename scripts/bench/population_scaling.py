@@ -15,7 +15,7 @@ PPO's batched and sequential runs learn the same (the same ``best`` fitness
 is printed for both; so does DQN's with one memory per member).
 
     python scripts/bench/population_scaling.py [--algos dqn ppo] [--pops 1 4 8] \\
-        [--steps 4000] [--repeats 3]
+        [--steps 4000] [--repeats 3] [--env cartpole]
 
 Measured 2026-12-02 with ``--algos dqn --steps 4000 --repeats 3`` on 2 CPU cores shared
 with other work (load average ~12): DQN pop 4 batched 1190 vs sequential 602 steps/s
@@ -69,14 +69,16 @@ def _manifest(*overrides: str) -> Any:
         return build_manifest(compose(config_name="config", overrides=args))[0]
 
 
-def run(algo: str, pop: int, batched: bool, steps: int, workdir: Path, seed: int) -> dict:
+def run(
+    algo: str, pop: int, batched: bool, steps: int, workdir: Path, seed: int, env: str = "cartpole"
+) -> dict:
     """One training run; env steps/s of the run (evaluation included)."""
     from agilerl.trainer import LocalTrainer
 
     evo = max(1, steps // 2)
     manifest = _manifest(
         f"algorithm={algo}",
-        "env=cartpole",
+        f"env={env}",
         f"training.pop_size={pop}",
         f"training.max_steps={steps}",
         f"training.evo_steps={evo}",
@@ -109,6 +111,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4000, help="env steps per member")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--env", default="cartpole", help="conf/env choice (e.g. pendulum for Gaussian PPO)"
+    )
+    parser.add_argument(
         "--repeats", type=int, default=1, help="rounds; each configuration keeps its fastest run"
     )
     args = parser.parse_args()
@@ -121,7 +126,7 @@ def main() -> None:
                     order = (True, False) if (pop + round_) % 2 else (False, True)
                     for batched in order:
                         where = Path(tmp) / str(round_)
-                        out = run(algo, pop, batched, args.steps, where, args.seed)
+                        out = run(algo, pop, batched, args.steps, where, args.seed, args.env)
                         best = results.get((algo, pop, batched))
                         if best is None or out["steps_per_second"] > best["steps_per_second"]:
                             results[algo, pop, batched] = out

@@ -50,9 +50,9 @@ def _population(probe: tuple, num_envs: int) -> list[PPO]:
     ]
 
 
-def _run(batched: bool, num_envs: int = 2) -> list[PPO]:
+def _run(batched: bool, num_envs: int = 2, env_name: str = "CartPole-v1") -> list[PPO]:
     torch.manual_seed(0)
-    env_spec = GymEnvSpec(name="CartPole-v1", num_envs=num_envs)
+    env_spec = GymEnvSpec(name=env_name, num_envs=num_envs)
 
     def factory(seed: int | None = None, num_envs: int | None = None) -> object:
         return make_vector_env(env_spec, num_envs, seed=seed)
@@ -74,11 +74,13 @@ def _run(batched: bool, num_envs: int = 2) -> list[PPO]:
     return result.population
 
 
-def test_batched_ppo_population_matches_sequential_members() -> None:
+@pytest.mark.parametrize("env_name", ["CartPole-v1", "Pendulum-v1"])
+def test_batched_ppo_population_matches_sequential_members(env_name: str) -> None:
+    """Discrete (categorical) and continuous (Gaussian, its log_std stacked too) actions."""
     from agilerl.algorithms.batched import LoneGroup, PPOGroup, make_groups
 
     torch.set_num_threads(1)
-    batched, sequential = _run(True), _run(False)
+    batched, sequential = _run(True, env_name=env_name), _run(False, env_name=env_name)
     groups = make_groups(batched)
     assert [type(g) for g in groups] == [PPOGroup, PPOGroup, LoneGroup]
     assert [g.slots for g in groups] == [[0, 1, 2, 3], [4], [5]]

@@ -31,6 +31,7 @@ from gymnasium import spaces
 
 from agilerl.algorithms.ppo import PPO, PPOCoefs, ppo_objective
 from agilerl.components.rollout_buffer import RolloutBuffer, gae
+from agilerl.networks import distributions as D
 from agilerl.networks.fastgrad import joined_chain
 from agilerl.networks.optim import FlatAdam
 from agilerl.networks.stacked import StackedAdam, StackedChain, StackedTape, chain_layout
@@ -40,7 +41,9 @@ __all__ = ["PPOGroup", "ppo_group_key"]
 _DATA_KEYS = ("observations", "actions", "log_probs", "values", "advantages", "returns")
 
 
-def _layouts(agent: PPO) -> tuple[tuple, tuple] | None:
+def _layouts(agent: PPO) -> tuple[tuple, tuple, tuple[int, int] | None] | None:
+    """The actor's and critic's chain layouts in the agent's flat buffer, and the Gaussian
+    ``log_std``'s ``(offset, size)`` there (``None`` for other action spaces)."""
     actor = joined_chain(agent.actor.encoder, agent.actor.head)
     critic = joined_chain(agent.critic.encoder, agent.critic.head)
     if actor is None or critic is None:
@@ -56,24 +59,36 @@ def _layouts(agent: PPO) -> tuple[tuple, tuple] | None:
         covered.add(slot.bias)
         if slot.norm is not None:
             covered |= {(slot.norm[0], slot.bias[1]), (slot.norm[1], slot.bias[1])}
+    log_std = None
+    if agent.actor.log_std is not None:
+        std = agent.actor.log_std
+        offset = (std.data_ptr() - flat.data_ptr()) // flat.element_size()
+        if not 0 <= offset <= flat.numel() - std.numel():
+            return None
+        log_std = (int(offset), std.numel())
+        covered.add(log_std)
     if sum(size for _, size in covered) != flat.numel():
-        return None  # parameters outside the chains (e.g. a Gaussian log_std)
-    return layouts
+        return None  # parameters outside the chains
+    return (*layouts, log_std)
 
 
 def ppo_group_key(agent: Any) -> tuple | None:
     """What members must share to stack (``None``: the agent cannot be stacked).
 
-    A plain feed-forward :class:`PPO` with ``Discrete`` actions over a flat
-    ``Box`` observation whose actor and critic are MLP chains optimised by
-    one :class:`FlatAdam` (a shared encoder is run once per chain).
+    A plain feed-forward :class:`PPO` with ``Discrete`` or 1-D ``Box``
+    (Gaussian) actions over a flat ``Box`` observation whose actor and critic
+    are MLP chains optimised by one :class:`FlatAdam` (a shared encoder is run
+    once per chain).
     """
     if type(agent) is not PPO or agent.spec.recurrent:
         return None
     obs_space, action_space = agent.observation_space, agent.action_space
     if not isinstance(obs_space, spaces.Box) or len(obs_space.shape) != 1:
         return None
-    if not isinstance(action_space, spaces.Discrete) or not isinstance(agent.optimizer, FlatAdam):
+    box = isinstance(action_space, spaces.Box) and len(action_space.shape) == 1
+    if not (isinstance(action_space, spaces.Discrete) or box):
+        return None
+    if not isinstance(agent.optimizer, FlatAdam):
         return None
     layouts = _layouts(agent)
     if layouts is None:
@@ -106,7 +121,7 @@ class PPOGroup:
         self.slots = list(slots)
         first = self.members[0]
         self.device = first.device
-        actor_layout, critic_layout = _layouts(first)
+        actor_layout, critic_layout, self._log_std_slot = _layouts(first)
         self.actor_net, self.critic_net = StackedChain(actor_layout), StackedChain(critic_layout)
         with torch.no_grad():
             self.params = torch.stack([m.optimizer.flat for m in self.members])
@@ -141,6 +156,20 @@ class PPOGroup:
     def _views_of(self, params: Any) -> tuple[list, list]:
         return self.actor_net.views(params), self.critic_net.views(params)
 
+    def _log_std(self, params: torch.Tensor) -> torch.Tensor | None:
+        """The rows' Gaussian ``log_std`` as ``[N, 1, A]`` views (``None``: not Gaussian)."""
+        if self._log_std_slot is None:
+            return None
+        offset, size = self._log_std_slot
+        return params[:, None, offset : offset + size]
+
+    def _sample(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every member's ``(action, log_prob)`` from its own generator, as it samples alone."""
+        log_std = self._log_std(self.params)
+        if log_std is not None:
+            return D.gaussian_sample(logits, log_std, False, self.generators)
+        return self.members[0].actor.sample(logits, False, self.generators)
+
     # --- acting -----------------------------------------------------------------------
     def _forward(self, obs: np.ndarray, critic: bool = True) -> tuple[torch.Tensor, ...]:
         """Logits ``[N, E, n]`` and values ``[N, E]`` of every member on its ``obs[i]``."""
@@ -163,7 +192,7 @@ class PPOGroup:
         obs = np.asarray(obs, dtype=np.float32)
         logits, value = self._forward(obs)
         with torch.no_grad():
-            action, log_prob = self.members[0].actor.sample(logits, False, self.generators)
+            action, log_prob = self._sample(logits)
         raw = action.cpu().numpy()
         env_actions = [m.actor.to_env_action(raw[i]) for i, m in enumerate(self.members)]
         return raw, env_actions, log_prob.cpu().numpy(), value.cpu().numpy()
@@ -181,7 +210,8 @@ class PPOGroup:
         if not greedy:
             return self.policy_step(obs)[1]
         (logits,) = self._forward(np.asarray(obs, dtype=np.float32), critic=False)
-        raw = logits.argmax(dim=-1).cpu().numpy()
+        mode = logits if self._log_std_slot is not None else logits.argmax(dim=-1)
+        raw = mode.cpu().numpy()
         return [m.actor.to_env_action(raw[i]) for i, m in enumerate(self.members)]
 
     # --- rollouts ---------------------------------------------------------------------
@@ -343,9 +373,15 @@ class PPOGroup:
         obs = batch["observations"].to(self.params.dtype)
         logits = tape(views[0], obs)
         value = critic_tape(views[1], obs)[..., 0]
-        log_prob, entropy = self.members[0].actor.evaluate(
-            logits, batch["actions"], with_entropy=want_entropy
-        )
+        log_std = self._log_std(self.params if where is None else self.params[where])
+        if log_std is not None:
+            log_std = log_std.detach().requires_grad_(True)  # a leaf: plain autograd
+            log_prob, entropy = D.gaussian_evaluate(logits, log_std, batch["actions"])
+            entropy = entropy if want_entropy else None
+        else:
+            log_prob, entropy = self.members[0].actor.evaluate(
+                logits, batch["actions"], with_entropy=want_entropy
+            )
         loss, tracked = ppo_objective(
             log_prob,
             entropy,
@@ -377,6 +413,8 @@ class PPOGroup:
         tape.backward(loss.sum(), grads[0])
         critic_tape.propagate(grads[1])
         with torch.no_grad():
+            if log_std is not None and log_std.grad is not None:
+                self._log_std(grad).add_(log_std.grad)
             norm = torch.linalg.vector_norm(grad, dim=1, keepdim=True)
             scale = torch.clamp(max_norm / (norm + 1e-6), max=1.0)
             grad.mul_(torch.where(max_norm > 0, scale, torch.ones_like(scale)))
