@@ -338,13 +338,19 @@ class ReplayBuffer:
         assert self._np is not None
         out: dict[str, Any] = {}
         for name, value in self._np.items():
-            if name in FLOAT_FLAGS:
-                out[name] = tree_map(
-                    lambda a: torch.from_numpy(a[idxs]).to(self.device, torch.float32), value
-                )
+            flag = name in FLOAT_FLAGS
+            if isinstance(value, np.ndarray):  # the common case, without tree_map's calls
+                out[name] = self._rows(value, idxs, flag)
             else:
-                out[name] = tree_map(lambda a: torch.from_numpy(a[idxs]).to(self.device), value)
+                out[name] = tree_map(lambda a, flag=flag: self._rows(a, idxs, flag), value)
         return out
+
+    def _rows(self, array: np.ndarray, idxs: np.ndarray, flag: bool) -> torch.Tensor:
+        """Rows ``idxs`` of one stored array as a tensor on the device (flags as float32)."""
+        rows = torch.from_numpy(array.take(idxs, axis=0))
+        if flag:
+            rows = rows.float()
+        return rows if self.device.type == "cpu" else rows.to(self.device)
 
     def _check_nonempty(self) -> None:
         if self.size == 0:
