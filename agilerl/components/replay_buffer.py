@@ -33,7 +33,7 @@ Sampling
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -436,6 +436,41 @@ class ReplayBuffer:
 
                 tree_map(copy, self._np[name], sub, path=name)
         self.counter = int(state["counter"])
+
+
+def sample_members(memories: Sequence[ReplayBuffer], batch_size: int) -> dict[str, Any] | None:
+    """One :meth:`ReplayBuffer.sample` from each memory, as one member-major batch.
+
+    Memory ``i`` draws its rows from its own generator, exactly as its
+    ``sample(batch_size)`` would; the fields are gathered from all memories in
+    one pass and returned as ``len(memories) * batch_size`` rows (memory 0's
+    first). Returns ``None`` where that does not apply (another buffer class,
+    nested fields, different field sets or a non-CPU device): sample each then.
+
+    Raises:
+        ValueError: If a memory is empty.
+    """
+    if not memories or any(type(m) is not ReplayBuffer for m in memories):
+        return None
+    first = memories[0]._np
+    if first is None or any(not isinstance(v, np.ndarray) for v in first.values()):
+        return None
+    for memory in memories:
+        if memory.device.type != "cpu" or memory._np is None or memory._np.keys() != first.keys():
+            return None
+    idxs = []
+    for memory in memories:
+        memory._check_nonempty()
+        idxs.append(memory.rng.integers(0, memory.size, size=int(batch_size), dtype=np.int64))
+    out: dict[str, Any] = {}
+    for name in first:
+        rows = torch.from_numpy(
+            np.concatenate(
+                [m._np[name].take(i, axis=0) for m, i in zip(memories, idxs, strict=True)]
+            )
+        )
+        out[name] = rows.float() if name in FLOAT_FLAGS else rows
+    return out
 
 
 def _layout_of_np(arrays: dict[str, Tree]) -> dict[str, Layout]:

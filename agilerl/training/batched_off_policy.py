@@ -28,7 +28,11 @@ from typing import Any
 import numpy as np
 
 from agilerl.algorithms.batched import batchable, make_groups
-from agilerl.components.replay_buffer import MultiStepReplayBuffer, PrioritizedReplayBuffer
+from agilerl.components.replay_buffer import (
+    MultiStepReplayBuffer,
+    PrioritizedReplayBuffer,
+    sample_members,
+)
 from agilerl.training.batched_eval import evaluate_and_evolve, group_actions
 from agilerl.training.evaluation import eval_layout
 from agilerl.training.population_env import PopulationVectorEnv
@@ -251,10 +255,14 @@ def _learn_due(
                     by_size.setdefault(int(agents[slot].batch_size), []).append(row)
             for batch_size, rows in by_size.items():
                 slots = [group.slots[r] for r in rows]
-                if len(slots) > 1 and shared and getattr(group, "stacked_batches", False):
+                stackable = len(slots) > 1 and getattr(group, "stacked_batches", False)
+                batches: Any = None
+                if stackable and shared:
                     # One draw for the members sharing the memory, member-major.
-                    batches: Any = memories[slots[0]].sample(batch_size * len(slots))
-                else:
+                    batches = memories[slots[0]].sample(batch_size * len(slots))
+                elif stackable:  # each member's own draw, gathered in one pass
+                    batches = sample_members([memories[s] for s in slots], batch_size)
+                if batches is None:
                     batches = [memories[s].sample(batch_size) for s in slots]
                 for slot, result in zip(slots, group.learn(rows, batches), strict=True):
                     result.pop("priorities", None)

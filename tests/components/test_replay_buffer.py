@@ -20,6 +20,7 @@ from agilerl.components.replay_buffer import (
     MultiStepReplayBuffer,
     PrioritizedReplayBuffer,
     ReplayBuffer,
+    sample_members,
 )
 
 FIELDS = ("obs", "action", "reward", "next_obs", "done", "truncated")
@@ -109,6 +110,45 @@ def test_circular_overwrite_keeps_newest_rows() -> None:
     assert buffer.counter == 12 and buffer.size == 5
     stored = sorted(buffer.sample_from_indices(np.arange(5))["action"].tolist())
     assert stored == [e * 1000 + 7 for e in range(7, 12)]
+
+
+def test_sample_members_draws_what_each_memory_would_draw_alone() -> None:
+    def memories() -> list[ReplayBuffer]:
+        out = [ReplayBuffer(50, seed=10 + i) for i in range(3)]
+        for i, memory in enumerate(out):
+            for t in range(5 + i):
+                memory.add(**_step(2, 100 * i + t))
+        return out
+
+    together, alone = sample_members(memories(), 7), [m.sample(7) for m in memories()]
+    assert together is not None and set(together) == set(FIELDS)
+    for name in FIELDS:
+        expected = torch.cat([batch[name] for batch in alone])
+        assert together[name].dtype == expected.dtype and together[name].shape[0] == 21
+        torch.testing.assert_close(together[name], expected, rtol=0, atol=0)
+    # each memory's generator moved on exactly as one sample(7) moves it
+    again, later = memories(), memories()
+    sample_members(again, 7)
+    for a, b in zip(again, later, strict=True):
+        b.sample(7)
+        torch.testing.assert_close(a.sample(3)["obs"], b.sample(3)["obs"])
+
+
+def test_sample_members_leaves_other_buffers_to_their_own_sample() -> None:
+    plain, prioritised = ReplayBuffer(10, seed=0), PrioritizedReplayBuffer(10, seed=0)
+    for memory in (plain, prioritised):
+        memory.add(**_step(2, 0))
+    assert sample_members([plain, prioritised], 4) is None
+    nested = ReplayBuffer(8)
+    obs, nxt = {"vec": np.zeros((2, 3))}, {"vec": np.ones((2, 3))}
+    nested.add(obs, np.array([0, 1]), np.zeros(2), nxt, np.zeros(2))
+    assert sample_members([nested, nested], 2) is None
+    assert sample_members([plain, ReplayBuffer(10)], 2) is None  # nothing stored yet
+    emptied = ReplayBuffer(10)
+    emptied.add(**_step(1, 0))
+    emptied.clear()
+    with pytest.raises(ValueError, match="empty"):
+        sample_members([plain, emptied], 2)
 
 
 def test_dict_observations_and_uint8_storage() -> None:
