@@ -170,4 +170,5 @@ def _view(data: torch.Tensor, start: int, width: int, shape: tuple[int, ...]) ->
     """Columns ``start : start + width`` of ``data`` as a ``(rows, *shape)`` view."""
     if not shape:
         return data[:, start]
-    return data[:, start : start + width].unflatten(1, shape)
+    columns = data[:, start : start + width]
+    return columns if len(shape) == 1 else columns.unflatten(1, shape)
