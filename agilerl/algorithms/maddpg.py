@@ -227,26 +227,40 @@ class MADDPG(MultiAgentAlgorithm):
             return one_hot(action.long(), int(space.n))
         return action.reshape(action.shape[0], -1).float()
 
-    @torch.no_grad()
+    def _actor_outputs(self, obs: Mapping[str, Any], agent: str) -> np.ndarray:
+        """The actor's raw outputs for one agent's observation batch, as a numpy array.
+
+        CPU float32 chains run in numpy (a few microseconds per layer at acting
+        batch sizes, where each torch op costs several times that).
+        """
+        actor = self.actors[self.policy_of[agent]]
+        chain = chain_of(actor)
+        value = obs[agent]
+        if chain is not None and chain.numpy_ok and isinstance(value, np.ndarray):
+            return chain.forward_numpy(value.reshape(value.shape[0], -1))
+        with torch.no_grad():
+            return _forward(actor, self.obs_tensor(obs, agent)).cpu().numpy()
+
     def act(self, obs: Mapping[str, Any], greedy: bool = False) -> dict[str, np.ndarray]:
-        """Env actions: greedy outputs, or with exploration (noise / sampled categorical)."""
+        """Env actions: greedy outputs, or with exploration (noise / sampled categorical).
+
+        Exploration draws (Box noise, Discrete samples) come from the agent's own
+        noise generator, so acting leaves torch's global RNG untouched.
+        """
         actions = {}
         for agent in self.agents:
-            x = self.obs_tensor(obs, agent)
-            out = _forward(self.actors[self.policy_of[agent]], x)
+            out = self._actor_outputs(obs, agent)
             space = self.action_spaces[agent]
             if isinstance(space, spaces.Discrete):
-                if greedy:
-                    choice = out.argmax(-1)
-                else:  # what Categorical(logits=out).sample() draws, without its checks
-                    choice = torch.multinomial(F.softmax(out, dim=-1), 1, True).squeeze(-1)
-                actions[agent] = choice.cpu().numpy().astype(np.int64)
+                if not greedy:  # Gumbel-max: a draw from Categorical(logits=out)
+                    out = out - np.log(self._noise_rng.standard_exponential(out.shape))
+                actions[agent] = out.argmax(-1).astype(np.int64)
                 continue
-            action = self._squash(agent, out).cpu().numpy()
+            low, high = space.low.reshape(-1), space.high.reshape(-1)
+            action = low + (high - low) * (np.tanh(out) + 1.0) / 2.0
             if not greedy:
-                scale = (space.high - space.low).reshape(-1)
-                action = action + self.noise[agent].sample(action.shape[0]) * scale
-                action = np.clip(action, space.low.reshape(-1), space.high.reshape(-1))
+                action = action + self.noise[agent].sample(action.shape[0]) * (high - low)
+                action = np.clip(action, low, high)
             actions[agent] = action.reshape((action.shape[0], *space.shape)).astype(space.dtype)
         return actions
 

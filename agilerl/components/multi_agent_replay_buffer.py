@@ -104,9 +104,9 @@ class MultiAgentReplayBuffer:
         if count == 0:
             return 0
         if self.pos + count <= self.max_size:
-            where: slice | torch.Tensor = slice(self.pos, self.pos + count)
+            where: slice | np.ndarray = slice(self.pos, self.pos + count)
         else:
-            where = (self.pos + torch.arange(count)) % self.max_size
+            where = (self.pos + np.arange(count)) % self.max_size
         for name in FIELDS:
             for block in self._blocks[name]:
                 parts = []
@@ -116,7 +116,9 @@ class MultiAgentReplayBuffer:
                         value = value[rows]
                     parts.append(value.reshape(count, width))
                 joined = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
-                block.data[where] = torch.as_tensor(joined).to(block.data.dtype)
+                # storage is CPU: written through a numpy view (casting like ``.to(dtype)``),
+                # a fraction of what converting and assigning a tensor costs at these sizes
+                block.data.numpy()[where] = joined
         self.pos = (self.pos + count) % self.max_size
         self.size = min(self.size + count, self.max_size)
         return count
@@ -168,4 +170,5 @@ def _view(data: torch.Tensor, start: int, width: int, shape: tuple[int, ...]) ->
     """Columns ``start : start + width`` of ``data`` as a ``(rows, *shape)`` view."""
     if not shape:
         return data[:, start]
-    return data[:, start : start + width].unflatten(1, shape)
+    columns = data[:, start : start + width]
+    return columns if len(shape) == 1 else columns.unflatten(1, shape)

@@ -53,6 +53,25 @@ layer's input width (their hidden layers could run as one 4-member stack).
 Quiet machine (load ~1), 2026-12-02, ``--scale 0.3 --algorithms MATD3``, all merged:
 16,384 env steps, ours 1,400 steps/s, greedy return -30.2 +- 22.6; public 611 steps/s,
 -53.6 +- 52.7: 2.29x at a better return (goal 3x: missed).
+
+Then (2026-12-02, collection side): MADDPG/MATD3 act in numpy (the actors' CPU float32 chains;
+Discrete samples by Gumbel-max from the agent's own noise generator instead of
+``torch.multinomial``) and the multi-agent replay ``add`` writes through a numpy view of its
+CPU storage. CPU time per vector step of 8 copies (one process, best of 2, main before vs
+after, run alternately at load 3 from other jobs): acting 0.81 -> 0.46 ms, buffer add 0.37 ->
+0.16 ms, sampling 0.37 ms, env step 1.6-2.0 ms and a MATD3 update 12-14.5 ms (both unchanged;
+this machine was about 2.5x slower than the one above that day). ``--scale 0.2 --algorithms
+MATD3``, before and after alternated, load 1.5-3: after ours 528 / 614 steps/s, public 128 /
+237 (4.13x / 2.59x); before ours 595 / 352 / 474, public 227 / 204 / 207 (2.62x / 1.73x /
+2.29x); greedy return ours -30.2 +- 24.6 after, -31.0 +- 25.7 before, public -262.8 +- 94.9.
+The wall-clock ratio is set by the load on the peer's 8 env subprocesses more than by either
+side's code (best of each: ours 614 vs 595 steps/s, public 237); the CPU saving is about 4%
+of a vector step, so on the quiet machine expect roughly 2.4-2.5x: the 3x goal is still missed.
+The update is matmul-bound: at batch 256, ~59M multiply-adds per MATD3 update (4 critic trunks
+x target pass + forward + backward, the actors' passes) run at 20-30 GFLOP/s on one core here,
+about half of an update's CPU time; batching the members of a stack does not make a matmul
+cheaper per member (an N=4 ``bmm`` costs about 3.5x an N=1 one), so the 4-trunk stack of both
+policies' critics would save only per-op dispatch (estimated under 5% of an update).
 """
 
 from __future__ import annotations

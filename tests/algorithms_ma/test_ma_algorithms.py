@@ -66,6 +66,27 @@ def test_act_returns_valid_env_actions_for_heterogeneous_agents(cls, spec_cls, c
     env.close()
 
 
+@pytest.mark.parametrize(("cls", "spec_cls"), [(MADDPG, MADDPGSpec), (MATD3, MATD3Spec)])
+@pytest.mark.parametrize("continuous", [False, True])
+def test_numpy_acting_matches_torch_acting(cls, spec_cls, continuous) -> None:
+    env = _env(continuous, num_envs=3)
+    agent = cls(spec_cls(net_config=SMALL_NET), env.observation_spaces, env.action_spaces)
+    obs, _ = env.reset(seed=0)
+    as_tensors = {name: torch.as_tensor(value) for name, value in obs.items()}  # torch path
+    fast, slow = agent.act(obs, greedy=True), agent.act(as_tensors, greedy=True)
+    for name in env.agents:
+        np.testing.assert_allclose(fast[name], slow[name], rtol=1e-5, atol=1e-6)
+    if not continuous:  # sampled actions come from the agent's noise generator alone
+        state = agent._noise_rng.bit_generator.state
+        first = agent.act(obs)
+        agent._noise_rng.bit_generator.state = state
+        torch.manual_seed(123)  # torch's global RNG plays no part
+        second = agent.act(obs)
+        for name in env.agents:
+            np.testing.assert_array_equal(first[name], second[name])
+    env.close()
+
+
 @pytest.mark.parametrize(("cls", "spec_cls"), ALGOS)
 def test_missing_spaces_or_index_raise(cls, spec_cls) -> None:
     env = _env(False)

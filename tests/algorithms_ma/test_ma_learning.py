@@ -37,7 +37,9 @@ def _tuned(name: str) -> dict:
 
 
 def _spec(spec_cls, preset: dict):
-    return spec_cls.model_validate({**preset["algorithm"], "net_config": preset["network"]})
+    # a preset's network is under tuned_network (see agilerl.launch.compose), or network
+    net = preset.get("tuned_network", preset.get("network"))
+    return spec_cls.model_validate({**preset["algorithm"], "net_config": net})
 
 
 def test_ippo_learns_discrete_speaker_listener_within_100k_steps() -> None:
