@@ -281,7 +281,8 @@ class SAC(OffPolicyAlgorithm):
             policy_action, log_prob = self.actor.sample(b.obs, tape)
             q_pi = critic_values(self._critics, b.obs, policy_action, tape, params=False).amin(0)
             actor_loss = (alpha * log_prob - q_pi).mean()
-            actor_value, log_prob_mean = torch.stack([actor_loss.detach(), log_prob.mean()]).tolist()
+            values = torch.stack([actor_loss.detach(), log_prob.detach().mean()])
+            actor_value, log_prob_mean = values.tolist()
             # The temperature loss -log_alpha (log pi + target_entropy), averaged, has the
             # gradient -(mean log pi + target_entropy) (log-probs detached): set it directly.
             entropy_gap = log_prob_mean + self.target_entropy_value
