@@ -34,8 +34,9 @@ learn() at the bench's sizes (batch 256, 64-unit nets), best CPU time of alterna
 8.9 -> 7.7 ms and 13.9 -> 11.5 ms (13-17% less) after the closed-form temperature gradient,
 fused FlatAdam, cached stacked-weight views, in-place stacked weight-gradient accumulation
 and a shorter log-prob (296 -> 237 dispatched ops). The side-by-side bench was not rerun
-(too slow to finish on the loaded machine): applied to 283 env steps/s, 13-17% would give
-~4.8-5.0x SB3's 68, at or just under the 5x goal, which a quiet-machine run still has to confirm.
+(too slow to finish on the loaded machine). learn() is ~83% of a step, so this projects to
+~11-14% less time per env step: ~320-330 vs 68 env steps/s, ~4.7-4.8x; the 5x goal is likely
+still missed, pending a quiet-machine run.
 """
 
 from __future__ import annotations
