@@ -139,13 +139,13 @@ class SAC(OffPolicyAlgorithm):
         if spec.share_encoders:
             shared_ids = {id(p) for p in self.actor.encoder.parameters()}
         actor_params = [p for p in self.actor.parameters() if id(p) not in shared_ids]
-        self.actor_optimizer = FlatAdam(actor_params, lr=spec.lr_actor)
+        self.actor_optimizer = FlatAdam(actor_params, lr=spec.lr_actor, fused=True)
         # twin critics' tensors side by side, so that they run as one stacked pass
         self._online_params = interleaved_parameters(*self._critics)
         self._target_params = interleaved_parameters(*self._critic_targets)
         pack_parameters(self._target_params)
-        self.critic_optimizer = FlatAdam(self._online_params, lr=spec.lr_critic)
-        self.alpha_optimizer = FlatAdam([self.log_alpha], lr=spec.lr_alpha)
+        self.critic_optimizer = FlatAdam(self._online_params, lr=spec.lr_critic, fused=True)
+        self.alpha_optimizer = FlatAdam([self.log_alpha], lr=spec.lr_alpha, fused=True)
         self._to_tensor = make_obs_converter(self.observation_space, self.device)
         chain = None
         if isinstance(self.actor, SquashedGaussianActor):
@@ -281,21 +281,20 @@ class SAC(OffPolicyAlgorithm):
             policy_action, log_prob = self.actor.sample(b.obs, tape)
             q_pi = critic_values(self._critics, b.obs, policy_action, tape, params=False).amin(0)
             actor_loss = (alpha * log_prob - q_pi).mean()
-            log_prob = log_prob.detach()
-            alpha_loss = -(self.log_alpha * (log_prob + self.target_entropy_value)).mean()
-            values = torch.stack([actor_loss.detach(), alpha_loss.detach(), -log_prob.mean()])
-            actor_value, alpha_value, entropy = values.tolist()
+            values = torch.stack([actor_loss.detach(), log_prob.detach().mean()])
+            actor_value, log_prob_mean = values.tolist()
+            # The temperature loss -log_alpha (log pi + target_entropy), averaged, has the
+            # gradient -(mean log pi + target_entropy) (log-probs detached): set it directly.
+            entropy_gap = log_prob_mean + self.target_entropy_value
+            alpha_value = -self.log_alpha.item() * entropy_gap
             self._check_finite({"actor_loss": actor_value, "alpha_loss": alpha_value})
-            # The two losses share no parameter (alpha enters the actor loss as a number, the
-            # log-probs enter the temperature loss detached): one backward serves both.
-            self.actor_optimizer.zero_grad()
-            self.alpha_optimizer.zero_grad()
-            tape.backward(actor_loss + alpha_loss)
-            self.actor_optimizer.step()
+            self._step(self.actor_optimizer, tape, actor_loss)
             if self.spec.learn_alpha:
+                self.alpha_optimizer.zero_grad()
+                self.log_alpha.grad.fill_(-entropy_gap)
                 self.alpha_optimizer.step()
             self.last_actor_loss, self.last_alpha_loss = actor_value, alpha_value
-            self.last_entropy = entropy
+            self.last_entropy = -log_prob_mean
         out: dict[str, Any] = {
             "critic_loss": critic_value,
             "actor_loss": self.last_actor_loss,

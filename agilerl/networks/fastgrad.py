@@ -426,6 +426,7 @@ class StackedChain:
         ]
         self._ptrs: tuple[int, ...] = ()
         self._views: list[tuple[torch.Tensor | None, torch.Tensor | None]] = []
+        self._layer_views: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
         # per layer: (gradient data pointers, [N, ...] weight and bias gradient views)
         self._grad_views: dict[int, tuple[tuple[int, ...], Any, Any]] = {}
 
@@ -461,27 +462,34 @@ class StackedChain:
                 for ts in self._tensors
             ]
             self._ptrs = ptrs
+            self._layer_views = None
         return self._views
 
-    def _stacked(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """``(weight [N, out, in], bias [N, out])`` per layer (views when possible)."""
+    def _stacked(self) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """``(weight [N, out, in], its transpose, bias [N, 1, out])`` per layer.
+
+        Views of the parameters when they lie back to back (made once per storage),
+        else stacked copies made on this call.
+        """
+        views = self._stacked_views()
+        if self._layer_views is not None:
+            return self._layer_views
         out = []
-        for ts, (w, b) in zip(self._tensors, self._stacked_views(), strict=True):
-            n = self.size
-            out.append(
-                (
-                    w if w is not None else torch.stack([t.detach() for t in ts[:n]]),
-                    b if b is not None else torch.stack([t.detach() for t in ts[n:]]),
-                )
-            )
+        n = self.size
+        for ts, (w, b) in zip(self._tensors, views, strict=True):
+            w = w if w is not None else torch.stack([t.detach() for t in ts[:n]])
+            b = b if b is not None else torch.stack([t.detach() for t in ts[n:]])
+            out.append((w, w.transpose(1, 2), b.unsqueeze(1)))
+        if all(w is not None and b is not None for w, b in views):
+            self._layer_views = out
         return out
 
     def forward(self, x: torch.Tensor, saved: list[tuple] | None = None) -> torch.Tensor:
         """Apply all members to ``x`` (``[B, in]`` or ``[N, B, in]``); ``[N, B, out]``."""
         if x.dim() == 2:
             x = x.expand(self.size, *x.shape)
-        for (w, b), act in zip(self._stacked(), self.acts, strict=True):
-            pre = torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
+        for (w, wt, b), act in zip(self._stacked(), self.acts, strict=True):
+            pre = torch.baddbmm(b, x, wt)
             if act == "ReLU":
                 pre = pre.relu_()
             elif act == "Tanh":
@@ -517,14 +525,15 @@ class StackedChain:
             elif act == "Tanh":
                 grad = _tanh_backward(grad, h)
             if param_grads:
-                self._accumulate(i, _matmul(grad.mT, x), grad.sum(1), n)
+                self._accumulate(i, grad, x, n)
             if i > 0:
                 grad = torch.bmm(grad, w)
             elif input_grad:
                 grad = _matmul(grad, w if input_cols is None else w[:, :, input_cols])
         return grad if input_grad else None
 
-    def _accumulate(self, i: int, grad_w: torch.Tensor, grad_b: torch.Tensor, n: int) -> None:
+    def _accumulate(self, i: int, grad: torch.Tensor, x: torch.Tensor, n: int) -> None:
+        """Add layer ``i``'s weight and bias gradients (from output ``grad``, input ``x``)."""
         params = self._tensors[i]
         grads = [p.grad for p in params]
         if all(g is not None for g in grads):
@@ -539,7 +548,15 @@ class StackedChain:
             views = cached[1:]
         else:
             views = (None, None)
+        grad_w: torch.Tensor | None = None
+        if views[0] is not None and x.shape[-1] >= _NARROW:
+            views[0].baddbmm_(grad.mT, x)  # accumulated in place: no temporary
+        else:
+            grad_w = _matmul(grad.mT, x)
+        grad_b = grad.sum(1)
         for members, view, g in ((params[:n], views[0], grad_w), (params[n:], views[1], grad_b)):
+            if g is None:
+                continue
             if view is not None:
                 view.add_(g)
             else:

@@ -132,13 +132,11 @@ class SquashedGaussianActor(nn.Module):
         noise = torch.randn_like(mean)
         u = torch.addcmul(mean, noise, log_std.exp())
         # squashed_log_prob(u, mean, log_std) with (u - mean) / std = noise read directly:
-        # sum(-noise^2 / 2 - log_std - 2 (log 2 - u - softplus(-2u))) - d log(2 pi) / 2, its
-        # parameter-free part computed outside the graph
-        with torch.no_grad():
-            constant = noise.square().sum(-1).mul_(-0.5)
-            constant -= (_HALF_LOG_2PI + 2.0 * _LOG_2) * self.action_dim
-        log_prob = torch.add(u, F.softplus(-2.0 * u)).mul_(2.0).sub_(log_std).sum(-1)
-        return torch.tanh(u), log_prob + constant
+        # sum(2 (u + softplus(-2u)) - log_std - noise^2 / 2) - d (log(2 pi) / 2 + 2 log 2)
+        terms = torch.add(u, F.softplus(-2.0 * u)).mul_(2.0).sub_(log_std)
+        terms.addcmul_(noise, noise, value=-0.5)
+        log_prob = terms.sum(-1).sub_((_HALF_LOG_2PI + 2.0 * _LOG_2) * self.action_dim)
+        return torch.tanh(u), log_prob
 
     def greedy(self, obs: ObsTensor) -> torch.Tensor:
         """The deterministic action ``tanh(mean)``, normalised."""

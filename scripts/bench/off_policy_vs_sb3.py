@@ -29,6 +29,14 @@ SAC measured 2026-12-02 on the quiet machine (load ~1, seed 0, all speed work me
 ours 283 vs SB3 68 env steps/s (4.19x; goal 5x missed, 3.83x before this round's
 transposed narrow GEMMs and partial input gradients); paired return at 20k steps -139.3
 vs -135.5 (within 3%).
+SAC update measured again 2026-12-02 on the loaded machine (load 2-3 on 2 cores), one
+learn() at the bench's sizes (batch 256, 64-unit nets), best CPU time of alternating runs:
+8.9 -> 7.7 ms and 13.9 -> 11.5 ms (13-17% less) after the closed-form temperature gradient,
+fused FlatAdam, cached stacked-weight views, in-place stacked weight-gradient accumulation
+and a shorter log-prob (296 -> 237 dispatched ops). The side-by-side bench was not rerun
+(too slow to finish on the loaded machine). learn() is ~83% of a step, so this projects to
+~11-14% less time per env step: ~320-330 vs 68 env steps/s, ~4.7-4.8x; the 5x goal is likely
+still missed, pending a quiet-machine run.
 """
 
 from __future__ import annotations

@@ -130,6 +130,35 @@ def test_entropy_tuning_moves_alpha_towards_the_target(target: float, direction:
     assert out["alpha"] == pytest.approx(agent.alpha)
 
 
+def test_the_temperature_gradient_is_autograd_s_of_the_temperature_loss() -> None:
+    agent = _agent(target_entropy=-0.5)
+    samples: list[torch.Tensor] = []
+    sample = agent.actor.sample
+
+    def recording_sample(*args: object, **kwargs: object) -> tuple[torch.Tensor, torch.Tensor]:
+        action, log_prob = sample(*args, **kwargs)
+        samples.append(log_prob.detach().clone())
+        return action, log_prob
+
+    grads: list[torch.Tensor] = []
+    step = agent.alpha_optimizer.step
+
+    def recording_step() -> None:
+        grads.append(agent.log_alpha.grad.detach().clone())
+        step()
+
+    agent.actor.sample = recording_sample
+    agent.alpha_optimizer.step = recording_step
+    log_alpha = agent.log_alpha.detach().clone().requires_grad_(True)
+    out = agent.learn(_batch())
+    # the second sample is the actor step's, on the batch's observations
+    loss = -(log_alpha * (samples[1] + agent.target_entropy_value)).mean()
+    loss.backward()
+    torch.testing.assert_close(grads[0], log_alpha.grad.reshape(grads[0].shape))
+    assert out["alpha_loss"] == pytest.approx(loss.item(), rel=1e-5, abs=1e-6)
+    assert out["entropy"] == pytest.approx(-samples[1].mean().item(), rel=1e-5)
+
+
 def test_a_fixed_alpha_stays_at_alpha_init() -> None:
     agent = _agent(learn_alpha=False, alpha_init=0.2)
     for step in range(5):
