@@ -37,6 +37,12 @@ and a shorter log-prob (296 -> 237 dispatched ops). The side-by-side bench was n
 (too slow to finish on the loaded machine). learn() is ~83% of a step, so this projects to
 ~11-14% less time per env step: ~320-330 vs 68 env steps/s, ~4.7-4.8x; the 5x goal is likely
 still missed, pending a quiet-machine run.
+Quiet-machine run with all of that merged, 2026-12-02 afternoon, on a different (slower) host
+(load ~1, ``--skip-dqn --skip-td3 --seeds 0``): ours 87 vs SB3 23 env steps/s (3.84x wall,
+3.85x per CPU second); return at 20k steps -157.4 vs -129.9 (own evaluations), paired -145.6
+vs -135.5 (7% below SB3's, within the 10% bound). The 5x goal is missed. This host dispatches
+a small torch op in ~7 us (about twice the earlier host), and our update is dispatch-bound
+while SB3's 256x256 nets are matmul-bound, so the ratio moves with the host.
 """
 
 from __future__ import annotations

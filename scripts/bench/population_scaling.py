@@ -38,6 +38,16 @@ Quiet machine (load < 1, one round, all speed work merged), 2026-12-02: PPO pop 
 3,960 vs 2,131 (1.86x), pop 8 6,347 vs 2,282 (2.78x). The 2.5x goal at pop 4 is missed
 for both. Best fitness differs slightly between modes (PPO pop 8 408.0 vs 392.2): the
 sequential chains now round tanh through numpy, and one-ulp differences grow over a run.
+
+Afternoon of 2026-12-02, on a slower host (~7 us per dispatched torch op), quiet (load ~1),
+``--repeats 2``, after batched evaluation stopped stepping members that have played their
+episodes (17-21% fewer evaluation sub-env steps) and replay gathers got cheaper: DQN pop 4
+batched 1,758 vs sequential 838 steps/s (2.10x; rounds 2.10x, 2.30x), pop 8 2,269 vs 779
+(2.91x); PPO pop 4 3,335 vs 2,013 (1.66x; rounds 1.66x, 1.65x), pop 8 3,932 vs 2,059 (1.91x).
+The 2.5x goal at pop 4 is still missed for both. What is left is the updates' matmuls (a
+stacked bmm of 4 members costs ~3-4x one member's mm here: the arithmetic, not dispatch) and
+each member's Python env steps. ``--env pendulum`` (Gaussian PPO, batched since this round):
+pop 4 1,590 vs 766 steps/s (2.08x, load ~3).
 """
 
 from __future__ import annotations
