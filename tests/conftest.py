@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # one torch thread per worker: the workers already use every core
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO = Path(__file__).resolve().parents[1]
 CONF_DIR = REPO / "conf"
@@ -31,3 +36,15 @@ def compose() -> Iterator[Callable[..., object]]:
             return hydra_compose(config_name="config", overrides=args)
 
         yield _compose
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """No worker processes for a run that selects the SLURM tests.
+
+    They share one single-node cluster, and their jobs' wall-clock limits assume
+    they are submitted one test at a time.
+    """
+    markexpr = config.getoption("markexpr") or ""
+    if "slurm" in markexpr.replace("not slurm", ""):
+        return 0
+    return None
