@@ -53,24 +53,29 @@ def _prepare(launcher: Any, job_overrides: Sequence[Sequence[str]]) -> tuple[lis
     records = ledger.jobs()
     finished = {r.key: r for r in records if r.finished}
     running = {r.key for r in records if r.still_running()}
-    to_run, done = [], []
+    to_run, done, skipped_running = [], [], []
     for num, job in enumerate(jobs):
         key = job_key(job.overrides)
         if key in finished:
             done.append(_done(job.overrides, finished[key].best_fitness))
         elif key in running:  # another launch of this sweep runs it right now
-            print(f"skipping {key}: still running", file=sys.stderr)
+            skipped_running.append(key)
             done.append(_done(job.overrides, None))
         else:
             to_run.append((num, job.overrides))
     if done:
+        elsewhere = f", {len(skipped_running)} still running" if skipped_running else ""
         say(
-            f"{sweep_dir}: {len(done)} of {len(jobs)} job(s) already finished there "
-            f"(ledger.jsonl); skipping them, running {len(to_run)}"
+            f"{sweep_dir}: {len(done) - len(skipped_running)} of {len(jobs)} job(s) already "
+            f"finished there (ledger.jsonl){elsewhere}; skipping them, running {len(to_run)}"
         )
         for ret in done:
-            record = finished[job_key(ret.overrides)]
-            say(f"  skipped [{record.state}, best {_fitness(record.best_fitness)}] {record.key}")
+            key = job_key(ret.overrides)
+            record = finished.get(key)
+            if record is None:
+                say(f"  skipped [still running] {key}")
+            else:
+                say(f"  skipped [{record.state}, best {_fitness(record.best_fitness)}] {key}")
         if not to_run:
             say(f"nothing to run; see agilerl sweep summary {sweep_dir}")
     return to_run, done, ledger

@@ -56,6 +56,9 @@ def test_case_12_rerun_skips_jobs_that_are_still_running(tmp_path: Path) -> None
     events_before = len(ledger.path.read_text().splitlines())
     again = run("-m", "agilerl.cli", "sweep", "rerun", str(sweep), timeout=300)
     assert again.returncode == 0, again.stderr
+    assert "1 still running" in again.stdout and f"skipped [still running] {alive.key}" in (
+        again.stdout
+    )
     new = [json.loads(x) for x in ledger.path.read_text().splitlines()[events_before:]]
     assert new and all(e["key"] == lost.key for e in new)
     assert {j.key: j.state for j in ledger.jobs(reconcile=False)}[alive.key] == "running"
