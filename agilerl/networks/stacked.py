@@ -304,6 +304,7 @@ class StackedAdam:
         column = {"dtype": params.dtype, "device": params.device}
         self._one_minus_b1 = torch.tensor([[1.0 - b1] for b1, _ in self.betas], **column)
         self._one_minus_b2 = torch.tensor([[1.0 - b2] for _, b2 in self.betas], **column)
+        self._beta2 = torch.tensor([[b2] for _, b2 in self.betas], **column)
         self._eps = torch.tensor([[e] for e in self.eps], **column)
 
     @classmethod
@@ -359,11 +360,13 @@ class StackedAdam:
             self.steps[i] += 1
             beta1, beta2 = self.betas[i]
             step = self.steps[i]
-            corrections.append(
-                [-self.lrs[i] / (1.0 - beta1**step), 1.0 / math.sqrt(1.0 - beta2**step)]
-            )
+            corrections.append([-self.lrs[i] / (1.0 - beta1**step), math.sqrt(1.0 - beta2**step)])
         scale = torch.tensor(corrections, dtype=params.dtype, device=params.device)
+        # FlatAdam's operations in its order, with per-row columns for its scalars, so a
+        # row rounds exactly as its member's own optimizer would
         exp_avg.lerp_(grad, column(self._one_minus_b1))
-        exp_avg_sq.lerp_(grad.square(), column(self._one_minus_b2))
-        denom = torch.addcmul(column(self._eps), exp_avg_sq.sqrt(), scale[:, 1:])
-        params.addcmul_(exp_avg / denom, scale[:, :1])
+        exp_avg_sq.mul_(column(self._beta2)).addcmul_(grad.mul(column(self._one_minus_b2)), grad)
+        denom = (exp_avg_sq.sqrt() / scale[:, 1:]).add_(column(self._eps))
+        # addcdiv's scalar multiplier rounds unlike a tensor one: one call per row
+        for row, (value, _) in enumerate(corrections):
+            params[row].addcdiv_(exp_avg[row], denom[row], value=value)
