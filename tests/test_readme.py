@@ -468,9 +468,21 @@ def test_readme_error_examples(command: str, lines: list[str], tmp_path: Path) -
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("summary.json"))
 
 
+def python_example(marker: str) -> str:
+    """The README's one Python block that contains ``marker``."""
+    (code,) = [b for lang, b in code_blocks(README.read_text()) if lang == "python" and marker in b]
+    return code
+
+
+def test_every_python_example_is_run_by_a_test() -> None:
+    blocks = [b for lang, b in code_blocks(README.read_text()) if lang == "python"]
+    assert len(blocks) == 2, "a new Python example in the README needs a test here"
+    assert python_example("LocalTrainer(") != python_example("run_llm_dataset(")
+
+
 @pytest.mark.slow
 def test_readme_python_example(tmp_path: Path) -> None:
-    (code,) = [body for lang, body in code_blocks(README.read_text()) if lang == "python"]
+    code = python_example("LocalTrainer(")
     _manifest(tmp_path)
     if not FULL:
         code = code.replace('"max_steps": 100_000', '"max_steps": 2_048, "evo_steps": 1_024')
@@ -479,3 +491,29 @@ def test_readme_python_example(tmp_path: Path) -> None:
     done = run_shell(f"{sys.executable} {script}", tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("PPO on CartPole-v1: ") == 2, done.stdout[-3000:]
+
+
+@pytest.mark.llm
+def test_readme_llm_dataset_python_example(tmp_path: Path) -> None:
+    """The DPO example without Hydra, on the manifest the README says how to write."""
+    pytest.importorskip("peft")
+    (tmp_path / "data").symlink_to(REPO / "data")
+    done = run_shell(f"{sys.executable} {REPO}/scripts/make_tiny_llm.py", tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    budget = "" if FULL else "training.max_steps=2 training.evo_steps=2"
+    done = run_shell(
+        f"{sys.executable} {REPO}/train.py experiment=dpo_preference {budget} dry_run=true "
+        "> my_dpo.yaml",
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    script = tmp_path / "example.py"
+    script.write_text(python_example("run_llm_dataset("))
+    done = run_shell(f"{sys.executable} {script}", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = tmp_path / "runs" / "dpo"
+    latest = (run / "checkpoints" / "latest").read_text().strip()
+    assert (run / "checkpoints" / latest / "adapter_0" / "adapter_model.safetensors").is_file()
+    rows = (run / "metrics.csv").read_text().splitlines()
+    assert rows[0].startswith("step,agent,loss,reward_accuracy") and len(rows) > 1
+    assert FULL or latest == "step_000000000002"

@@ -8,6 +8,7 @@ budget, but an MLP that only sees ``[x, theta]``, stays far below.
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -23,6 +24,12 @@ def _summary(run_dir: Path) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
 
 
+def _evaluations(run_dir: Path) -> list[tuple[int, float]]:
+    """``(env step, greedy evaluation)`` of every generation, from ``metrics.csv``."""
+    with (run_dir / "metrics.csv").open() as handle:
+        return [(int(r["step"]), float(r["fitness"])) for r in csv.DictReader(handle)]
+
+
 @pytest.mark.slow
 def test_recurrent_ppo_solves_cartpole_without_velocities_plain_ppo_does_not(
     compose, tmp_path: Path
@@ -33,8 +40,12 @@ def test_recurrent_ppo_solves_cartpole_without_velocities_plain_ppo_does_not(
     assert manifest.training.max_steps == BUDGET  # the tuned preset's budget
     LocalTrainer.from_manifest(manifest, run_dir=tmp_path / "rppo", seed=0, verbose=False).train()
     recurrent = _summary(tmp_path / "rppo")
-    assert recurrent["best_fitness"] >= 450, recurrent
-    assert recurrent["total_steps"] <= BUDGET
+    evaluations = _evaluations(tmp_path / "rppo")
+    # seed 0 (2026-12-02): 401.9 at 30k, 451.8 at 130k, never 475 (so the whole budget ran)
+    reached = [step for step, fitness in evaluations if fitness >= 450]
+    assert reached and reached[0] <= BUDGET, evaluations
+    # the loop stops at the first whole rollout (8 envs x 32 steps) past the budget
+    assert recurrent["total_steps"] <= BUDGET + 256, recurrent
 
     plain = manifest.to_dict()
     plain["algorithm"] |= {"name": "PPO", "recurrent": False}

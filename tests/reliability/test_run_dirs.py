@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
 import sys
 import time
@@ -42,7 +44,10 @@ def test_case_05_latest_cannot_point_outside_its_run(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_case_07_one_process_per_run_directory(tmp_path: Path) -> None:
     run_dir = tmp_path / "shared"
-    manifest = write_manifest(tmp_path / "m.yaml", training={"max_steps": 4096, "evo_steps": 512})
+    # a budget no machine finishes while the second process starts; SIGTERM ends it below
+    manifest = write_manifest(
+        tmp_path / "m.yaml", training={"max_steps": 50_000_000, "evo_steps": 512}
+    )
     first = subprocess.Popen(
         [
             sys.executable,
@@ -61,12 +66,16 @@ def test_case_07_one_process_per_run_directory(tmp_path: Path) -> None:
             assert first.poll() is None, first.communicate()
             time.sleep(0.2)
         second = train(f"manifest={manifest}", f"hydra.run.dir={run_dir}")
+        assert first.poll() is None, "the first run ended before the second one started"
         assert second.returncode == 2 and no_traceback(second)
         assert "in use by another process" in second.stderr
     finally:
+        first.send_signal(signal.SIGTERM)
         _out, err = first.communicate(timeout=300)
-    assert first.returncode == 0, err
-    assert (run_dir / "summary.json").is_file()
+    # the refused second process took nothing from the first: it stops cleanly and saves
+    assert first.returncode == 128 + signal.SIGTERM, err
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["total_steps"] > 0
 
 
 def test_case_07_default_run_names_do_not_collide() -> None:
