@@ -75,6 +75,16 @@ policies' critics would save only per-op dispatch (estimated under 5% of an upda
 Quiet run with everything merged (2026-12-02 afternoon, load ~1, ``--scale 0.2 --algorithms
 MATD3``): ours 10,240 env steps in 13.9 s = 736 steps/s, greedy return -30.2 +- 24.6; public
 294 steps/s, -262.8 +- 94.9: 2.51x at a far better return (goal 3x: missed).
+
+2026-12-02 evening, a faster host (~3.8 us per dispatched torch op, a 256x64x64 matmul in
+15 us), idle (load < 1): ``--scale 0.2 --algorithms MATD3``: ours 2,394 vs public 809 steps/s
+(2.96x; greedy return -30.8 +- 25.3 vs -262.8 +- 94.9); the full budget (``--algorithms MATD3``,
+59,392 steps): ours 2,267 vs public 880 steps/s (2.57x; -21.3 +- 18.1 vs -39.7 +- 37.8). The 3x
+goal is missed at the full budget. Where our time goes there (20,480 steps, timers around each
+call): ``learn`` 2.86 ms per vector step of 8 copies (78% of the wall time), env stepping ~0.35
+ms, acting 0.13 ms, sampling 0.11 ms, adding 0.03 ms. Of one ``learn`` (2.57 ms alone), the
+matmuls are ~54% and run at ~140 GFLOP/s (one core's peak here); the rest is ~330 small ops.
+Reaching 3x needs ~20% off the whole step, i.e. removing about half of those small ops.
 """
 
 from __future__ import annotations

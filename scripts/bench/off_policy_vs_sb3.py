@@ -43,6 +43,12 @@ Quiet-machine run with all of that merged, 2026-12-02 afternoon, on a different 
 vs -135.5 (7% below SB3's, within the 10% bound). The 5x goal is missed. This host dispatches
 a small torch op in ~7 us (about twice the earlier host), and our update is dispatch-bound
 while SB3's 256x256 nets are matmul-bound, so the ratio moves with the host.
+Evening of 2026-12-02, a faster host again (~3.8 us per small torch op), idle, same command:
+ours 375 vs SB3 86 env steps/s (4.36x wall, 4.37x per CPU second); return at 20k steps -157.4
+vs -129.1 (own evaluations), paired -141.3 vs -136.3 (within 4%). The 5x goal is missed. One
+``learn`` is 2.2 ms (81% of a step): its matmuls are ~62 MFLOP (~0.45 ms at this core's
+~140 GFLOP/s); the rest is ~240 small ops and three autograd engine calls (~90 us), so 5x
+needs ~15% off every step from op count alone.
 """
 
 from __future__ import annotations

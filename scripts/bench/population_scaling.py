@@ -48,6 +48,12 @@ The 2.5x goal at pop 4 is still missed for both. What is left is the updates' ma
 stacked bmm of 4 members costs ~3-4x one member's mm here: the arithmetic, not dispatch) and
 each member's Python env steps. ``--env pendulum`` (Gaussian PPO, batched since this round):
 pop 4 1,590 vs 766 steps/s (2.08x, load ~3).
+
+Evening of 2026-12-02 on a faster host (~3.8 us per small torch op), idle, ``--pops 1 4 8
+--repeats 2``: DQN pop 4 batched 5,698 vs sequential 2,629 steps/s (2.17x), pop 8 7,672 vs
+2,727 (2.81x); PPO pop 4 13,805 vs 7,951 (1.74x), pop 8 15,751 vs 8,226 (1.91x); PPO's batched
+and sequential runs again reach the same best fitness (226.6 at pop 4, 380.1 at pop 8). The
+2.5x goal at pop 4 is missed for both.
 """
 
 from __future__ import annotations
