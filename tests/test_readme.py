@@ -399,11 +399,12 @@ def finished_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _manifest(cwd: Path) -> None:
     flags = "" if FULL else "training.max_steps=2048 training.evo_steps=1024 training.eval_loop=2"
-    done = run_shell(
-        f"{sys.executable} {REPO}/train.py algorithm=ppo env=cartpole {flags} dry_run=true "
-        "> my_run.yaml",
-        cwd,
-    )
+    _write_manifest(cwd, f"algorithm=ppo env=cartpole {flags}", "my_run.yaml")
+
+
+def _write_manifest(cwd: Path, overrides: str, name: str) -> None:
+    """``train.py <overrides> dry_run=true > <name>`` in ``cwd``, as the README writes one."""
+    done = run_shell(f"{sys.executable} {REPO}/train.py {overrides} dry_run=true > {name}", cwd)
     assert done.returncode == 0, done.stderr
 
 
@@ -501,12 +502,7 @@ def test_readme_llm_dataset_python_example(tmp_path: Path) -> None:
     done = run_shell(f"{sys.executable} {REPO}/scripts/make_tiny_llm.py", tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr
     budget = "" if FULL else "training.max_steps=2 training.evo_steps=2"
-    done = run_shell(
-        f"{sys.executable} {REPO}/train.py experiment=dpo_preference {budget} dry_run=true "
-        "> my_dpo.yaml",
-        tmp_path,
-    )
-    assert done.returncode == 0, done.stderr
+    _write_manifest(tmp_path, f"experiment=dpo_preference {budget}", "my_dpo.yaml")
     script = tmp_path / "example.py"
     script.write_text(python_example("run_llm_dataset("))
     done = run_shell(f"{sys.executable} {script}", tmp_path)
