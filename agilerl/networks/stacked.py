@@ -293,6 +293,7 @@ class StackedAdam:
         lrs: Sequence[float],
         betas: Sequence[tuple[float, float]],
         eps: Sequence[float],
+        fused: bool = False,
     ) -> None:
         self.params = params
         self.exp_avg = exp_avg
@@ -301,6 +302,10 @@ class StackedAdam:
         self.lrs = [float(lr) for lr in lrs]
         self.betas = [(float(b1), float(b2)) for b1, b2 in betas]
         self.eps = [float(e) for e in eps]
+        self.fused = bool(fused) and hasattr(torch, "_fused_adam_")
+        self._step_tensors = [
+            torch.zeros((), dtype=torch.float32, device=params.device) for _ in self.steps
+        ]
         column = {"dtype": params.dtype, "device": params.device}
         self._one_minus_b1 = torch.tensor([[1.0 - b1] for b1, _ in self.betas], **column)
         self._one_minus_b2 = torch.tensor([[1.0 - b2] for _, b2 in self.betas], **column)
@@ -319,6 +324,7 @@ class StackedAdam:
             [g["lr"] for g in groups],
             [g["betas"] for g in groups],
             [g["eps"] for g in groups],
+            fused=all(opt.fused for opt in optimizers),
         )
 
     def write_back(self, optimizers: Sequence[FlatAdam]) -> None:
@@ -355,6 +361,29 @@ class StackedAdam:
         def column(values: torch.Tensor) -> torch.Tensor:
             return values if index is None else values[index]
 
+        if self.fused:  # the members' own fused kernel, row by row: each rounds as alone
+            for row, i in enumerate(rows):
+                self.steps[i] += 1
+                beta1, beta2 = self.betas[i]
+                self._step_tensors[i].fill_(self.steps[i])
+                torch._fused_adam_(
+                    [params[row]],
+                    [grad[row]],
+                    [exp_avg[row]],
+                    [exp_avg_sq[row]],
+                    [],
+                    [self._step_tensors[i]],
+                    lr=self.lrs[i],
+                    beta1=beta1,
+                    beta2=beta2,
+                    weight_decay=0.0,
+                    eps=self.eps[i],
+                    amsgrad=False,
+                    maximize=False,
+                )
+            for tensor in (params, exp_avg, exp_avg_sq):  # as FlatAdam: versions move
+                torch.autograd.graph.increment_version(tensor)
+            return
         corrections = []
         for i in rows:
             self.steps[i] += 1

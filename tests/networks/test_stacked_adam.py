@@ -14,19 +14,21 @@ BETAS = [(0.9, 0.999), (0.8, 0.99), (0.9, 0.999)]
 EPS = [1e-8, 1e-5, 1e-8]
 
 
-def _members(size: int = 257) -> list[FlatAdam]:
+def _members(fused: bool, size: int = 257) -> list[FlatAdam]:
     torch.manual_seed(0)
     nets = [nn.Linear(size, 1, bias=False) for _ in LRS]
     return [
-        FlatAdam(n.parameters(), lr=lr, betas=b, eps=e)
+        FlatAdam(n.parameters(), lr=lr, betas=b, eps=e, fused=fused)
         for n, lr, b, e in zip(nets, LRS, BETAS, EPS, strict=True)
     ]
 
 
-@pytest.mark.parametrize("rows", [None, [0, 2]])
-def test_rows_match_their_members_bit_for_bit(rows: list[int] | None) -> None:
-    members = _members()
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "unfused"])
+@pytest.mark.parametrize("rows", [None, [0, 2]], ids=["all", "subset"])
+def test_rows_match_their_members_bit_for_bit(rows: list[int] | None, fused: bool) -> None:
+    members = _members(fused)
     stack = StackedAdam.of(members, torch.stack([m.flat.clone() for m in members]))
+    assert stack.fused == members[0].fused
     stepped = list(range(len(members))) if rows is None else rows
     generator = torch.Generator().manual_seed(1)
     for _ in range(50):
@@ -43,3 +45,17 @@ def test_rows_match_their_members_bit_for_bit(rows: list[int] | None) -> None:
         assert stack.steps[i] == member.step_count
     if rows is not None:  # a row left out keeps its state
         assert stack.steps[1] == 0 and not members[1].exp_avg.any()
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "unfused"])
+def test_a_step_moves_the_version_counters_caches_key_on(fused: bool) -> None:
+    """PPO keys its acting snapshot on ``flat._version``: every step must bump it."""
+    (member, *_) = _members(fused)
+    before = member.flat._version
+    member.flat_grad.normal_()
+    member.step()
+    assert member.flat._version > before
+    stack = StackedAdam.of([member], member.flat.view(1, -1).clone())
+    before = stack.params._version
+    stack.step(torch.ones_like(stack.params))
+    assert stack.params._version > before
