@@ -53,7 +53,10 @@ Evening of 2026-12-02 on a faster host (~3.8 us per small torch op), idle, ``--p
 --repeats 2``: DQN pop 4 batched 5,698 vs sequential 2,629 steps/s (2.17x), pop 8 7,672 vs
 2,727 (2.81x); PPO pop 4 13,805 vs 7,951 (1.74x), pop 8 15,751 vs 8,226 (1.91x); PPO's batched
 and sequential runs again reach the same best fitness (226.6 at pop 4, 380.1 at pop 8). The
-2.5x goal at pop 4 is missed for both.
+2.5x goal at pop 4 is missed for both. After FlatAdam's fused default (StackedAdam runs the
+same kernel per row), same host and command: DQN pop 4 6,097 vs 2,857 (2.13x), pop 8 8,463 vs
+2,898 (2.92x); PPO pop 4 14,954 vs 8,682 (1.72x), pop 8 16,060 vs 8,558 (1.88x): every row
+2-10% faster in absolute terms, the ratios about where they were.
 """
 
 from __future__ import annotations
