@@ -23,6 +23,43 @@ from typing import Any
 import torch
 from torch import nn
 
+FUSED_ADAM = hasattr(torch, "_fused_adam_")
+"""Whether this torch has the one-pass fused Adam kernel."""
+
+
+def fused_adam_step(
+    params: torch.Tensor,
+    grad: torch.Tensor,
+    exp_avg: torch.Tensor,
+    exp_avg_sq: torch.Tensor,
+    step: torch.Tensor,
+    lr: float,
+    betas: tuple[float, float],
+    eps: float,
+) -> None:
+    """One Adam update of ``params`` in place by torch's fused kernel (``step``: 0-dim float32).
+
+    The kernel does not bump version counters; caches keyed on them (e.g. PPO's
+    acting snapshot) rely on that, as after the unfused in-place update, so this does.
+    """
+    torch._fused_adam_(
+        [params],
+        [grad],
+        [exp_avg],
+        [exp_avg_sq],
+        [],
+        [step],
+        lr=lr,
+        beta1=betas[0],
+        beta2=betas[1],
+        weight_decay=0.0,
+        eps=eps,
+        amsgrad=False,
+        maximize=False,
+    )
+    for tensor in (params, exp_avg, exp_avg_sq):
+        torch.autograd.graph.increment_version(tensor)
+
 
 class FlatAdam:
     """Adam with a single flat parameter/gradient buffer.
@@ -70,7 +107,7 @@ class FlatAdam:
         self.exp_avg = torch.zeros_like(self.flat)
         self.exp_avg_sq = torch.zeros_like(self.flat)
         self.step_count = 0
-        self.fused = bool(fused) and hasattr(torch, "_fused_adam_")
+        self.fused = bool(fused) and FUSED_ADAM
         self._step_tensor = torch.zeros((), dtype=torch.float32, device=device)
         self._data_views: list[torch.Tensor] = []
         self._grad_views: list[torch.Tensor] = []
@@ -152,24 +189,16 @@ class FlatAdam:
         grad = self.flat_grad
         if self.fused:
             self._step_tensor.fill_(self.step_count)
-            torch._fused_adam_(
-                [self.flat],
-                [grad],
-                [self.exp_avg],
-                [self.exp_avg_sq],
-                [],
-                [self._step_tensor],
-                lr=group["lr"],
-                beta1=beta1,
-                beta2=beta2,
-                weight_decay=0.0,
-                eps=group["eps"],
-                amsgrad=False,
-                maximize=False,
+            fused_adam_step(
+                self.flat,
+                grad,
+                self.exp_avg,
+                self.exp_avg_sq,
+                self._step_tensor,
+                group["lr"],
+                (beta1, beta2),
+                group["eps"],
             )
-            # the kernel writes in place without bumping version counters, which caches
-            # keyed on them (e.g. PPO's acting snapshot) rely on, as after the unfused update
-            torch.autograd.graph.increment_version(self.flat)
             return
         self.exp_avg.lerp_(grad, 1.0 - beta1)
         self.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from agilerl.networks.fastgrad import MLPChain
-from agilerl.networks.optim import FlatAdam
+from agilerl.networks.optim import FUSED_ADAM, FlatAdam, fused_adam_step
 
 __all__ = [
     "LayerSlot",
@@ -302,7 +302,7 @@ class StackedAdam:
         self.lrs = [float(lr) for lr in lrs]
         self.betas = [(float(b1), float(b2)) for b1, b2 in betas]
         self.eps = [float(e) for e in eps]
-        self.fused = bool(fused) and hasattr(torch, "_fused_adam_")
+        self.fused = bool(fused) and FUSED_ADAM
         self._step_tensors = [
             torch.zeros((), dtype=torch.float32, device=params.device) for _ in self.steps
         ]
@@ -364,25 +364,17 @@ class StackedAdam:
         if self.fused:  # the members' own fused kernel, row by row: each rounds as alone
             for row, i in enumerate(rows):
                 self.steps[i] += 1
-                beta1, beta2 = self.betas[i]
                 self._step_tensors[i].fill_(self.steps[i])
-                torch._fused_adam_(
-                    [params[row]],
-                    [grad[row]],
-                    [exp_avg[row]],
-                    [exp_avg_sq[row]],
-                    [],
-                    [self._step_tensors[i]],
-                    lr=self.lrs[i],
-                    beta1=beta1,
-                    beta2=beta2,
-                    weight_decay=0.0,
-                    eps=self.eps[i],
-                    amsgrad=False,
-                    maximize=False,
+                fused_adam_step(
+                    params[row],
+                    grad[row],
+                    exp_avg[row],
+                    exp_avg_sq[row],
+                    self._step_tensors[i],
+                    self.lrs[i],
+                    self.betas[i],
+                    self.eps[i],
                 )
-            for tensor in (params, exp_avg, exp_avg_sq):  # as FlatAdam: versions move
-                torch.autograd.graph.increment_version(tensor)
             return
         corrections = []
         for i in rows:
