@@ -53,29 +53,27 @@ def _prepare(launcher: Any, job_overrides: Sequence[Sequence[str]]) -> tuple[lis
     records = ledger.jobs()
     finished = {r.key: r for r in records if r.finished}
     running = {r.key for r in records if r.still_running()}
-    to_run, done, skipped_running = [], [], []
+    to_run, done, skipped, still_running = [], [], [], 0
     for num, job in enumerate(jobs):
         key = job_key(job.overrides)
         if key in finished:
-            done.append(_done(job.overrides, finished[key].best_fitness))
+            record = finished[key]
+            done.append(_done(job.overrides, record.best_fitness))
+            skipped.append(f"[{record.state}, best {_fitness(record.best_fitness)}] {key}")
         elif key in running:  # another launch of this sweep runs it right now
-            skipped_running.append(key)
             done.append(_done(job.overrides, None))
+            skipped.append(f"[still running] {key}")
+            still_running += 1
         else:
             to_run.append((num, job.overrides))
     if done:
-        elsewhere = f", {len(skipped_running)} still running" if skipped_running else ""
+        elsewhere = f", {still_running} still running" if still_running else ""
         say(
-            f"{sweep_dir}: {len(done) - len(skipped_running)} of {len(jobs)} job(s) already "
+            f"{sweep_dir}: {len(done) - still_running} of {len(jobs)} job(s) already "
             f"finished there (ledger.jsonl){elsewhere}; skipping them, running {len(to_run)}"
         )
-        for ret in done:
-            key = job_key(ret.overrides)
-            record = finished.get(key)
-            if record is None:
-                say(f"  skipped [still running] {key}")
-            else:
-                say(f"  skipped [{record.state}, best {_fitness(record.best_fitness)}] {key}")
+        for line in skipped:
+            say(f"  skipped {line}")
         if not to_run:
             say(f"nothing to run; see agilerl sweep summary {sweep_dir}")
     return to_run, done, ledger
