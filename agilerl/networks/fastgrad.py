@@ -38,6 +38,7 @@ those of calling each trunk on its own.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import weakref
 from collections.abc import Iterator, Sequence
@@ -54,6 +55,7 @@ __all__ = [
     "GradTape",
     "MLPChain",
     "StackedChain",
+    "TapeFunction",
     "autograd_only",
     "chain_of",
     "interleaved_parameters",
@@ -65,7 +67,9 @@ __all__ = [
 
 _CHAIN_ACTIVATIONS = (None, "ReLU", "Tanh")
 _threshold_backward = torch.ops.aten.threshold_backward
+_threshold_backward_into = torch.ops.aten.threshold_backward.grad_input
 _tanh_backward = torch.ops.aten.tanh_backward
+_tanh_backward_into = torch.ops.aten.tanh_backward.grad_input
 _layer_norm = torch.ops.aten.native_layer_norm
 _layer_norm_backward = torch.ops.aten.native_layer_norm_backward
 
@@ -186,7 +190,7 @@ class MLPChain:
             if noisy:
                 w = torch.addcmul(w, nz[0], nz[1])
                 b = torch.addcmul(b, nz[2], nz[3])
-            pre = F.linear(x, w, b)
+            pre = _linear(x, w, b)
             stats = None
             if norm is not None:
                 out, mean, rstd = _layer_norm(
@@ -234,10 +238,7 @@ class MLPChain:
             w, b, act, nz, norm = self.layers[i]
             x, w_used, noisy, stats = saved[i]
             h = output if i == last else saved[i + 1][0]
-            if act == "ReLU":
-                grad = _threshold_backward(grad, h, 0.0)
-            elif act == "Tanh":
-                grad = _tanh_backward(grad, h)
+            grad = _activation_backward(act, grad, h, owned=i < last)
             if norm is not None:
                 pre, mean, rstd = stats
                 mask = [True, param_grads, param_grads]
@@ -344,6 +345,27 @@ def _tanh_(x: torch.Tensor) -> torch.Tensor:
     return x.tanh_()
 
 
+def _activation_backward(
+    act: str | None, grad: torch.Tensor, output: torch.Tensor, owned: bool
+) -> torch.Tensor:
+    """``grad`` through the activation whose output was ``output``.
+
+    ``owned``: ``grad`` is a temporary of this backward pass (a matmul's result),
+    so it is overwritten in place. Fewer fresh buffers keep a learn step's memory
+    inside the core's cache, where these memory-bound kernels run several times
+    faster.
+    """
+    if act == "ReLU":
+        if owned:
+            return _threshold_backward_into(grad, output, 0.0, grad_input=grad)
+        return _threshold_backward(grad, output, 0.0)
+    if act == "Tanh":
+        if owned:
+            return _tanh_backward_into(grad, output, grad_input=grad)
+        return _tanh_backward(grad, output)
+    return grad
+
+
 _NARROW = 16
 
 
@@ -359,6 +381,13 @@ def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if b.shape[-1] < _NARROW <= a.shape[-2]:
         return mm(b.mT, a.mT).mT
     return mm(a, b)
+
+
+def _linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``F.linear(x, w, b)``; a narrow output of a 2-D ``x`` as ``(w x^T + b)^T`` (see _matmul)."""
+    if w.shape[0] < _NARROW <= x.shape[0] and x.dim() == 2:
+        return torch.addmm(b.unsqueeze(1), w, x.t()).t()
+    return F.linear(x, w, b)
 
 
 def _accumulate(param: torch.Tensor, grad: torch.Tensor) -> None:
@@ -489,7 +518,10 @@ class StackedChain:
         if x.dim() == 2:
             x = x.expand(self.size, *x.shape)
         for (w, wt, b), act in zip(self._stacked(), self.acts, strict=True):
-            pre = torch.baddbmm(b, x, wt)
+            if wt.shape[-1] < _NARROW <= x.shape[-2]:  # narrow output: see _matmul
+                pre = torch.baddbmm(b.mT, w, x.mT).mT
+            else:
+                pre = torch.baddbmm(b, x, wt)
             if act == "ReLU":
                 pre = pre.relu_()
             elif act == "Tanh":
@@ -520,10 +552,7 @@ class StackedChain:
             act = self.acts[i]
             x, w = saved[i]
             h = output if i == last else saved[i + 1][0]
-            if act == "ReLU":
-                grad = _threshold_backward(grad, h, 0.0)
-            elif act == "Tanh":
-                grad = _tanh_backward(grad, h)
+            grad = _activation_backward(act, grad, h, owned=i < last)
             if param_grads:
                 self._accumulate(i, grad, x, n)
             if i > 0:
@@ -639,6 +668,33 @@ class _Record(NamedTuple):
     param_grads: bool
 
 
+class TapeFunction(abc.ABC):
+    """A differentiable step between networks with its backward written out (e.g. a sampler).
+
+    :meth:`forward` is the maths, in plain torch; :meth:`GradTape.apply` runs it
+    without an autograd graph and later calls :meth:`backward`, or, for a tape
+    in :func:`autograd_only` mode, runs it under autograd (the parity tests
+    compare the two).
+    """
+
+    @abc.abstractmethod
+    def forward(self, *inputs: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], Any]:
+        """``(outputs, saved)``: the outputs and whatever :meth:`backward` needs."""
+
+    @abc.abstractmethod
+    def backward(
+        self, saved: Any, grads: Sequence[torch.Tensor | None]
+    ) -> Sequence[torch.Tensor | None]:
+        """The gradients for ``inputs`` from the outputs' gradients (``None``: unused output)."""
+
+
+class _FunctionRecord(NamedTuple):
+    function: TapeFunction
+    saved: Any
+    inputs: tuple[torch.Tensor, ...]
+    outputs: tuple[torch.Tensor, ...]
+
+
 _ONE = torch.ones(())
 _set_grad_enabled = torch._C._set_grad_enabled
 
@@ -680,7 +736,7 @@ class GradTape:
 
     def __init__(self, fast: bool | None = None) -> None:
         self.fast = _FAST[-1] if fast is None else fast
-        self._records: list[_Record] = []
+        self._records: list[_Record | _FunctionRecord] = []
 
     def __call__(
         self, module: nn.Module, *inputs: Any, params: bool = True, **kwargs: Any
@@ -757,6 +813,25 @@ class GradTape:
             self._records.append(_Record(stack, saved, inputs, out, params))
         return out
 
+    def apply(self, function: TapeFunction, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``function``'s outputs for ``inputs``, recorded for :meth:`backward` when graph-free.
+
+        Outputs come back as fresh leaves; :meth:`backward` hands their gradients
+        to ``function.backward`` and passes the result on to the inputs (a
+        trunk's output, or anything autograd can differentiate).
+        """
+        if not (self.fast and torch.is_grad_enabled()):
+            return function.forward(*inputs)[0]
+        _set_grad_enabled(False)
+        try:
+            outputs, saved = function.forward(*inputs)
+        finally:
+            _set_grad_enabled(True)
+        for out in outputs:
+            out.requires_grad_(True)
+        self._records.append(_FunctionRecord(function, saved, inputs, tuple(outputs)))
+        return outputs
+
     def backward(self, loss: torch.Tensor) -> None:
         """Back-propagate a scalar ``loss`` through the loss expression, then each trunk."""
         records, self._records = self._records, []
@@ -773,7 +848,9 @@ class GradTape:
             _set_grad_enabled(previous)
 
     @staticmethod
-    def _backward_records(records: list[_Record], keep_graph: bool = False) -> None:
+    def _backward_records(
+        records: list[_Record | _FunctionRecord], keep_graph: bool = False
+    ) -> None:
         # Gradients of inputs computed by autograd go on in one engine call per run of
         # records, made just before a record (which may be upstream of them) is read.
         pending: list[tuple[torch.Tensor, torch.Tensor]] = []
@@ -781,6 +858,15 @@ class GradTape:
             if pending:
                 _send_all(pending, keep_graph)
                 pending = []
+            if isinstance(record, _FunctionRecord):
+                grads = [out.grad for out in record.outputs]
+                if all(g is None for g in grads):
+                    continue
+                input_grads = record.function.backward(record.saved, grads)
+                for x, g in zip(record.inputs, input_grads, strict=True):
+                    if g is not None and x.requires_grad:
+                        _send(x, g, pending)
+                continue
             grad = record.output.grad
             if grad is None:
                 continue

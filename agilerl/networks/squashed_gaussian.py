@@ -12,7 +12,7 @@ correction ``log p(a) = log N(u) - sum log(1 - tanh(u)^2)``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,7 @@ from torch import nn
 
 from agilerl.networks.config import build_encoder, resolve_net_config
 from agilerl.networks.deterministic import box_action_dim
-from agilerl.networks.fastgrad import GradTape, run
+from agilerl.networks.fastgrad import GradTape, TapeFunction, run
 from agilerl.networks.heads import POLICY_OUTPUT_GAIN, build_head, seeded
 from agilerl.networks.spaces import ObsTensor, space_from_dict, space_to_dict
 
@@ -45,6 +45,52 @@ def squashed_log_prob(u: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor
     gaussian = -0.5 * z.square() - log_std - _HALF_LOG_2PI
     correction = 2.0 * (_LOG_2 - u - F.softplus(-2.0 * u))
     return (gaussian - correction).sum(-1)
+
+
+class _SquashedSample(TapeFunction):
+    """``(tanh(u), log p(tanh(u)))`` with ``u = mean + exp(log_std) noise`` from a head output.
+
+    The head output is ``[mean, raw log_std]``; the log std is clamped to
+    ``[LOG_STD_MIN, LOG_STD_MAX]``. The log-probability is
+    :func:`squashed_log_prob` with ``(u - mean) / std = noise`` read directly:
+    ``sum(2 (u + softplus(-2u)) - log_std - noise^2 / 2) - d (log(2 pi) / 2 + 2 log 2)``.
+    """
+
+    def forward(
+        self, out: torch.Tensor, noise: torch.Tensor
+    ) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...]]:
+        mean, raw_log_std = out.chunk(2, dim=-1)
+        log_std = raw_log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+        std = log_std.exp()
+        u = torch.addcmul(mean, noise, std)
+        terms = torch.add(u, F.softplus(-2.0 * u)).mul_(2.0).sub_(log_std)
+        terms.addcmul_(noise, noise, value=-0.5)
+        dim = noise.shape[-1]
+        log_prob = terms.sum(-1).sub_((_HALF_LOG_2PI + 2.0 * _LOG_2) * dim)
+        action = torch.tanh(u)
+        return (action, log_prob), (action, noise, std, raw_log_std)
+
+    def backward(
+        self, saved: tuple[torch.Tensor, ...], grads: Sequence[torch.Tensor | None]
+    ) -> tuple[torch.Tensor, None]:
+        # d tanh(u) / du = 1 - tanh(u)^2; d 2 (u + softplus(-2u)) / du = 2 tanh(u)
+        action, noise, std, raw_log_std = saved
+        grad_action, grad_log_prob = grads
+        if grad_action is None:
+            grad_u = torch.zeros_like(action)
+        else:
+            grad_u = grad_action * (1.0 - action.square())
+        if grad_log_prob is not None:
+            grad_log_prob = grad_log_prob.unsqueeze(-1)
+            grad_u.addcmul_(action, grad_log_prob, value=2.0)
+        grad_log_std = grad_u * noise * std
+        if grad_log_prob is not None:
+            grad_log_std.sub_(grad_log_prob)
+        inside = (raw_log_std >= LOG_STD_MIN) & (raw_log_std <= LOG_STD_MAX)
+        return torch.cat([grad_u, grad_log_std.mul_(inside)], dim=-1), None
+
+
+_SQUASHED_SAMPLE = _SquashedSample()
 
 
 class SquashedGaussianActor(nn.Module):
@@ -128,15 +174,16 @@ class SquashedGaussianActor(nn.Module):
         self, obs: ObsTensor, tape: GradTape | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparameterised sample ``(action [B, action_dim] in [-1, 1], log_prob [B])``."""
-        mean, log_std = self.forward(obs, tape)
-        noise = torch.randn_like(mean)
-        u = torch.addcmul(mean, noise, log_std.exp())
-        # squashed_log_prob(u, mean, log_std) with (u - mean) / std = noise read directly:
-        # sum(2 (u + softplus(-2u)) - log_std - noise^2 / 2) - d (log(2 pi) / 2 + 2 log 2)
-        terms = torch.add(u, F.softplus(-2.0 * u)).mul_(2.0).sub_(log_std)
-        terms.addcmul_(noise, noise, value=-0.5)
-        log_prob = terms.sum(-1).sub_((_HALF_LOG_2PI + 2.0 * _LOG_2) * self.action_dim)
-        return torch.tanh(u), log_prob
+        latent = run(self.encoder, obs, tape)
+        if self.detach_encoder:
+            latent = latent.detach()
+        out = run(self.head, latent, tape)
+        shape = (*out.shape[:-1], self.action_dim)
+        noise = torch.randn(shape, dtype=out.dtype, device=out.device)
+        if tape is None:
+            return _SQUASHED_SAMPLE.forward(out, noise)[0]
+        action, log_prob = tape.apply(_SQUASHED_SAMPLE, out, noise)
+        return action, log_prob
 
     def greedy(self, obs: ObsTensor) -> torch.Tensor:
         """The deterministic action ``tanh(mean)``, normalised."""
