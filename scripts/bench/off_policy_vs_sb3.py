@@ -49,6 +49,13 @@ vs -129.1 (own evaluations), paired -141.3 vs -136.3 (within 4%). The 5x goal is
 ``learn`` is 2.2 ms (81% of a step): its matmuls are ~62 MFLOP (~0.45 ms at this core's
 ~140 GFLOP/s); the rest is ~240 small ops and three autograd engine calls (~90 us), so 5x
 needs ~15% off every step from op count alone.
+Night of 2026-12-02, same host, after the graph-free squashed-Gaussian sample (one autograd
+engine call fewer per actor step), in-place activation backward and transposed narrow-output
+GEMMs (237 -> 217 dispatched ops; one isolated learn ~5-7% faster): ours 465 vs SB3 106 env
+steps/s (4.38x; both sides ~24% faster than the evening run, so the host itself had sped up);
+paired return -141.9 vs -136.3. Within this machine's noise the ratio did not move: 5x missed.
+A learn's outputs touch ~2 MB of distinct memory, the core's whole L2, which makes its
+memory-bound small kernels 3-4x slower than the same kernels on a warm cache.
 """
 
 from __future__ import annotations
