@@ -36,6 +36,7 @@ from agilerl.logging.run_end import render_run_end
 from agilerl.strategies import PopulationRuntime, select_strategy
 from agilerl.training import distributed_run
 from agilerl.training.checkpointing import CheckpointManager, ResumeState, set_rng_state
+from agilerl.training.numerics import denormals_flushed
 from agilerl.training.results import LoopResult
 from agilerl.training.resume_check import prepare_resume
 from agilerl.training.run_context import RunContext, finite_or_none
@@ -82,6 +83,9 @@ class LocalTrainer:
             ``module:Id`` names, wrapper paths, rubric files).
         logger: Where metrics go besides local files.
         torch_threads: torch threads (1 is fastest for small networks on CPU; 0 keeps torch's).
+        flush_denormal: Flush subnormal floats to zero in CPU arithmetic while training
+            (:func:`agilerl.training.numerics.denormals_flushed`): no value above
+            ~1.2e-38 changes, and optimizer steps over long-idle weights stay fast.
         verbose: Show the live progress display.
 
     Raises:
@@ -104,6 +108,7 @@ class LocalTrainer:
         resume: bool = False,
         logger: LoggerOptions | dict[str, Any] | None = None,
         torch_threads: int = 1,
+        flush_denormal: bool = True,
         verbose: bool = True,
         trust_code: bool = False,
     ) -> None:
@@ -125,6 +130,7 @@ class LocalTrainer:
             resume=resume,
             logger=logger,
             torch_threads=torch_threads,
+            flush_denormal=flush_denormal,
             verbose=verbose,
             trust_code=trust_code,
         )
@@ -139,6 +145,7 @@ class LocalTrainer:
         self.device: str = options["device"]
         self.resume: bool = options["resume"]
         self.torch_threads: int = options["torch_threads"]
+        self.flush_denormal: bool = options["flush_denormal"]
         self.verbose: bool = options["verbose"]
         logger = options["logger"]
         self.logger = (
@@ -172,6 +179,7 @@ class LocalTrainer:
             "resume": False,
             "logger": None,
             "torch_threads": 1,
+            "flush_denormal": True,
             "verbose": True,
             "trust_code": False,
         }
@@ -269,7 +277,7 @@ class LocalTrainer:
         distributed_run.join(self.device)
         self.device = distributed_run.local_device(self.device)
         self.run_dir = Path(distributed_run.broadcast(str(self.run_dir)))
-        with distributed_run.claim(self.run_dir):
+        with distributed_run.claim(self.run_dir), denormals_flushed(self.flush_denormal):
             return self._run_claimed()
 
     def _run_claimed(self) -> LoopResult:

@@ -33,6 +33,9 @@ class RunOptions(StrictModel):
     )
     device: str = Field("cpu", description="cpu, cuda or cuda:N.")
     torch_threads: int = Field(1, ge=0, description="torch threads; 0 keeps torch's default.")
+    flush_denormal: bool = Field(
+        True, description="Flush subnormal floats to zero in CPU arithmetic while training."
+    )
     run_dir: str | None = Field(None, description="Run directory; default Hydra's output dir.")
     trust_code: bool = Field(
         False, description="Allow manifest fields that run code (entrypoints, module:Id, rubrics)."

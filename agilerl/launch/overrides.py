@@ -31,6 +31,7 @@ RUN_OPTIONS = (
     "seed",
     "device",
     "torch_threads",
+    "flush_denormal",
     "run_dir",
     "trust_code",
 )

@@ -104,6 +104,7 @@ def train_manifest(manifest: TrainingManifest, options: RunOptions) -> RunResult
             resume=previous,
             logger=options.logger,
             torch_threads=options.torch_threads,
+            flush_denormal=options.flush_denormal,
             trust_code=options.trust_code,
         )
         result = trainer.run()
