@@ -336,6 +336,9 @@ CASES: dict[str, Case] = {
         expect=["All checks passed!", "files already formatted"], in_repo=True
     ),
     "python -m pytest -m slow": Case(skip="the slow tests themselves"),
+    "python -m pytest -m gpu tests/test_gpu.py": Case(
+        skip="the GPU tests themselves (skipped without CUDA)"
+    ),
     "bash .ci/run": Case(skip="CI: a fresh venv and every extra installed from the network"),
 }
 

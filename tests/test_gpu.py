@@ -1,0 +1,155 @@
+"""On a CUDA device: every RL paradigm trains end to end, its checkpoints load and resume on
+the CPU, and one update computes what the same update computes on the CPU.
+
+Marked ``gpu`` (not in the default suite); skipped where no CUDA device is visible.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from agilerl.launch.compose import build_manifest
+from agilerl.trainer import LocalTrainer
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+REPO = Path(__file__).resolve().parents[1]
+
+# (algorithm, env): one of each family that trains through LocalTrainer
+CASES = [
+    ("ppo", "cartpole"),
+    ("ppo", "pendulum"),
+    ("dqn", "cartpole"),
+    ("rainbow_dqn", "cartpole"),
+    ("ddpg", "pendulum"),
+    ("td3", "pendulum"),
+    ("sac", "pendulum"),
+    ("recurrent_ppo", "cartpole_novel"),
+    ("ippo", "mpe_simple_speaker_listener"),
+    ("maddpg", "mpe_simple_speaker_listener_continuous"),
+    ("matd3", "mpe_simple_speaker_listener_continuous"),
+    ("neural_ucb", "iris_bandit"),
+]
+BUDGET = ("training.max_steps=2048", "training.evo_steps=1024", "training.checkpoint_steps=1024")
+
+
+def _train(compose, run: Path, device: str, *overrides: str, resume: bool = False):
+    manifest, _ = build_manifest(compose(*overrides))
+    trainer = LocalTrainer.from_manifest(
+        manifest,
+        seed=0,
+        device=device,
+        run_dir=run,
+        resume=resume,
+        verbose=False,
+        logger={"tensorboard": False},
+    )
+    return trainer.train()
+
+
+def _devices(agent) -> set[str]:
+    found = set()
+    for module in agent._networks().values():
+        modules = module.values() if isinstance(module, dict) else [module]
+        for m in modules:
+            found |= {p.device.type for p in m.parameters()}
+    return found
+
+
+@pytest.mark.parametrize(("algorithm", "env"), CASES, ids=[f"{a}-{e}" for a, e in CASES])
+def test_trains_on_cuda_and_resumes_on_cpu(compose, tmp_path: Path, algorithm: str, env: str):
+    overrides = (
+        f"algorithm={algorithm}",
+        f"env={env}",
+        "training=smoke",
+        "hpo=evolutionary",
+        "training.pop_size=2",
+        "training.target_score=null",
+    )
+    run = tmp_path / "run"
+    population, fitnesses = _train(compose, run, "cuda", *overrides, *BUDGET)
+    assert all(_devices(agent) == {"cuda"} for agent in population)
+    assert all(math.isfinite(f) for f in fitnesses)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+    assert rows and all(math.isfinite(float(r["fitness"])) for r in rows)
+
+    # the CUDA run's checkpoint loads (weights_only) and trains on from the CPU
+    more = ("training.max_steps=3072", "training.evo_steps=1024")
+    population, fitnesses = _train(compose, run, "cpu", *overrides, *more, resume=True)
+    assert all(_devices(agent) == {"cpu"} for agent in population)
+    assert all(math.isfinite(f) for f in fitnesses)
+    assert json.loads((run / "summary.json").read_text())["total_steps"] >= 3072
+
+
+def _batch(n: int, obs_dim: int, seed: int = 0, actions: int = 2) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        "obs": rng.normal(size=(n, obs_dim)).astype(np.float32),
+        "action": rng.integers(0, actions, n).astype(np.int64),
+        "reward": rng.normal(size=n).astype(np.float32),
+        "next_obs": rng.normal(size=(n, obs_dim)).astype(np.float32),
+        "done": (rng.random(n) < 0.1).astype(np.float32),
+    }
+
+
+def test_dqn_update_on_cuda_equals_the_cpu_update() -> None:
+    import gymnasium as gym
+
+    from agilerl.algorithms import DQN
+    from agilerl.arena.models import DQNSpec
+
+    obs, act = gym.spaces.Box(-5, 5, (4,), np.float32), gym.spaces.Discrete(2)
+    spec = DQNSpec(batch_size=64, lr=1e-3)
+    cpu = DQN(spec, obs, act, device="cpu")
+    gpu = DQN(spec, obs, act, device="cuda")
+    for name, module in cpu._networks().items():
+        getattr(gpu, name).load_state_dict(module.state_dict())
+    for step in range(5):
+        batch = _batch(64, 4, seed=step)
+        out_cpu, out_gpu = cpu.learn(batch), gpu.learn(batch)
+        assert out_gpu["loss"] == pytest.approx(out_cpu["loss"], rel=1e-4, abs=1e-6)
+    for name, module in cpu._networks().items():
+        for (key, a), b in zip(
+            module.state_dict().items(), getattr(gpu, name).state_dict().values(), strict=True
+        ):
+            torch.testing.assert_close(b.cpu(), a, rtol=1e-4, atol=1e-5, msg=f"{name}.{key}")
+
+
+@pytest.mark.llm
+def test_grpo_trains_on_cuda_and_resumes_on_cpu(compose, tmp_path: Path, monkeypatch) -> None:
+    pytest.importorskip("peft")
+    from agilerl.llm.tiny import build_tiny_llm
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(REPO)
+    model = build_tiny_llm(tmp_path / "model")
+    overrides = (
+        "experiment=grpo_countdown",
+        f"network.pretrained_model_name_or_path={model}",
+        "algorithm.batch_size=2",
+        "algorithm.max_output_tokens=8",
+        "training.evaluation_interval=2",
+        "training.eval_samples_per_task=4",
+        "training.checkpoint_steps=2",
+        "training.evo_steps=2",
+    )
+    run = tmp_path / "run"
+    population, _ = _train(compose, run, "cuda", *overrides, "training.max_steps=2")
+    assert next(p for p in population[0].actor.parameters()).device.type == "cuda"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["total_steps"] == 2
+    population, _ = _train(compose, run, "cpu", *overrides, "training.max_steps=4", resume=True)
+    assert population[0].num_updates == 4
+    rewards = [float(r["reward"]) for r in csv.DictReader((run / "rewards.csv").open())]
+    assert len(rewards) == 4 and all(math.isfinite(r) for r in rewards)
