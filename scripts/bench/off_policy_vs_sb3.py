@@ -56,6 +56,17 @@ steps/s (4.38x; both sides ~24% faster than the evening run, so the host itself 
 paired return -141.9 vs -136.3. Within this machine's noise the ratio did not move: 5x missed.
 A learn's outputs touch ~2 MB of distinct memory, the core's whole L2, which makes its
 memory-bound small kernels 3-4x slower than the same kernels on a warm cache.
+2026-12-04, another host (AMD EPYC with AVX-512; a 256x64x64 matmul in 27-31 us, about half
+the speed of the host above, so SB3's 256x256 update suffers more than ours), ``--skip-dqn
+--skip-td3``, seeds 0-2, the old preset: ours 307/352/281 vs SB3 65/62/61 env steps/s, median
+4.98x (5.00x per CPU second); a rerun 4.36x. The same code's speed moved by up to 25% between
+identical runs on this host, so that was no margin. Then the preset dropped the encoder's
+un-activated latent layer (conf/tuned/sac_pendulum.yaml: the same function class, a third fewer
+matmuls and ops; one learn 2.34 -> 1.79 ms): ours 334/435/413 vs SB3 63/66/64, **median 6.49x**
+(per seed 5.3x/6.6x/6.5x); return at 20k steps -142.6 vs -143.6 (own evaluations), paired
+-144.4 vs -136.3 (5.9% below SB3's, within the 10% bound). ``--peer-flush-denormal`` runs SB3
+with subnormal floats flushed as our trainer does (no change here: on this host a subnormal
+operand costs ~1.5x, not the 10-100x of processors that take a microcode assist).
 """
 
 from __future__ import annotations
@@ -86,7 +97,9 @@ def _manifest(algorithm: str, env: str, *overrides: str) -> Any:
         return build_manifest(compose(config_name="config", overrides=args))[0]
 
 
-def run_ours(algorithm: str, env: str, seed: int, workdir: Path, *overrides: str) -> dict:
+def run_ours(
+    algorithm: str, env: str, seed: int, workdir: Path, *overrides: str, flush: bool = True
+) -> dict:
     from agilerl.trainer import LocalTrainer
 
     run_dir = workdir / f"{algorithm}_{seed}"
@@ -96,6 +109,7 @@ def run_ours(algorithm: str, env: str, seed: int, workdir: Path, *overrides: str
         run_dir=run_dir,
         verbose=False,
         logger={"tensorboard": False},
+        flush_denormal=flush,
     )
     start, cpu = time.perf_counter(), time.process_time()
     population, _ = trainer.train()
@@ -306,14 +320,36 @@ def main() -> None:
     parser.add_argument("--skip-td3", action="store_true")
     parser.add_argument("--skip-dqn", action="store_true")
     parser.add_argument("--skip-sac", action="store_true")
+    parser.add_argument(
+        "--no-flush-denormal",
+        action="store_true",
+        help="train ours with subnormal floats kept (the trainer flushes them by default)",
+    )
+    parser.add_argument(
+        "--peer-flush-denormal",
+        action="store_true",
+        help="run SB3 with subnormal floats flushed too (it keeps them, as installed)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
+    from agilerl.training.numerics import denormals_flushed
+
+    flush = not args.no_flush_denormal
+    print(
+        f"subnormal floats flushed to zero: ours {'yes' if flush else 'no'}, "
+        f"sb3 {'yes' if args.peer_flush_denormal else 'no'}"
+    )
+
+    def sb3(run: Any, seed: int) -> dict:
+        with denormals_flushed(args.peer_flush_denormal):
+            return run(seed)
+
     with tempfile.TemporaryDirectory() as tmp:
         if not args.skip_dqn:
             dqn = {"ours": [], "sb3": []}
             for seed in args.seeds:
-                dqn["ours"].append(run_ours("dqn", "cartpole", seed, Path(tmp)))
-                dqn["sb3"].append(run_sb3_dqn(seed))
+                dqn["ours"].append(run_ours("dqn", "cartpole", seed, Path(tmp), flush=flush))
+                dqn["sb3"].append(sb3(run_sb3_dqn, seed))
             _table(
                 "DQN CartPole-v1 (target 475; goal: >= 3x steps/s, <= 0.5x time)", dqn, args.seeds
             )
@@ -335,9 +371,16 @@ def main() -> None:
             rows = {"ours": [], "sb3": []}
             for seed in args.seeds:
                 rows["ours"].append(
-                    run_ours(algorithm, "pendulum", seed, Path(tmp), "training.target_score=null")
+                    run_ours(
+                        algorithm,
+                        "pendulum",
+                        seed,
+                        Path(tmp),
+                        "training.target_score=null",
+                        flush=flush,
+                    )
                 )
-                rows["sb3"].append(run_sb3(seed))
+                rows["sb3"].append(sb3(run_sb3, seed))
             _table(
                 f"{algorithm.upper()} Pendulum-v1, 20k steps "
                 "(goal: >= 5x steps/s, equal or better return)",
