@@ -65,8 +65,9 @@ un-activated latent layer (conf/tuned/sac_pendulum.yaml: the same function class
 matmuls and ops; one learn 2.34 -> 1.79 ms): ours 334/435/413 vs SB3 63/66/64, **median 6.49x**
 (per seed 5.3x/6.6x/6.5x); return at 20k steps -142.6 vs -143.6 (own evaluations), paired
 -144.4 vs -136.3 (5.9% below SB3's, within the 10% bound). ``--peer-flush-denormal`` runs SB3
-with subnormal floats flushed as our trainer does (no change here: on this host a subnormal
-operand costs ~1.5x, not the 10-100x of processors that take a microcode assist).
+with subnormal floats flushed as our trainer does (not run for these numbers; on this host a
+fused Adam step over subnormal moments costs ~1.5x a normal one, where processors that take a
+microcode assist for them pay far more).
 """
 
 from __future__ import annotations
