@@ -146,7 +146,7 @@ from agilerl.training.train_multi_agent_on_policy import train_multi_agent_on_po
 from agilerl.vector.pz_async_vec_env import AsyncPettingZooVecEnv
 
 args = json.loads(sys.argv[1])
-torch.set_num_threads(1)
+torch.set_num_threads(args["threads"])
 torch.manual_seed(args["seed"])
 np.random.seed(args["seed"])
 make = lambda: sl.parallel_env(continuous_actions=False, max_cycles=25)
@@ -190,7 +190,9 @@ print("RESULT " + json.dumps({"steps": agent.steps[-1] if isinstance(agent.steps
 """
 
 
-def run_ours(algo: str, steps: int, seed: int, episodes: int) -> dict:
+def run_ours(
+    algo: str, steps: int, seed: int, episodes: int, threads: int = 1, flush: bool = True
+) -> dict:
     """Train our agent, then play the greedy episodes."""
     import torch
 
@@ -201,12 +203,13 @@ def run_ours(algo: str, steps: int, seed: int, episodes: int) -> dict:
     from agilerl.arena.models.env import PettingZooEnvSpec
     from agilerl.envs.pettingzoo import make_vector_env
     from agilerl.evaluate_multi_agent import run_multi_agent_episodes
+    from agilerl.training.numerics import denormals_flushed
     from agilerl.training.train_multi_agent import (
         train_multi_agent_off_policy,
         train_multi_agent_on_policy,
     )
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     torch.manual_seed(seed)
     config = {"continuous_actions": False, "max_cycles": 25}
     env = make_vector_env(ENV, config, num_envs=NUM_ENVS)
@@ -218,18 +221,19 @@ def run_ours(algo: str, steps: int, seed: int, episodes: int) -> dict:
         spec = MATD3Spec(net_config=net, discrete_actions="gumbel_softmax", **SETTINGS[algo])
         agent = MATD3(spec, env.observation_spaces, env.action_spaces)
     start = time.perf_counter()
-    if algo == "IPPO":
-        train_multi_agent_on_policy([agent], env, max_steps=steps, evo_steps=steps, seed=seed)
-    else:
-        train_multi_agent_off_policy(
-            [agent],
-            env,
-            max_steps=steps,
-            evo_steps=steps,
-            memory_size=MEMORY,
-            learning_delay=LEARNING_DELAY,
-            seed=seed,
-        )
+    with denormals_flushed(flush):  # LocalTrainer (train.py) flushes them by default
+        if algo == "IPPO":
+            train_multi_agent_on_policy([agent], env, max_steps=steps, evo_steps=steps, seed=seed)
+        else:
+            train_multi_agent_off_policy(
+                [agent],
+                env,
+                max_steps=steps,
+                evo_steps=steps,
+                memory_size=MEMORY,
+                learning_delay=LEARNING_DELAY,
+                seed=seed,
+            )
     wall = time.perf_counter() - start
     env.close()
     env_spec = PettingZooEnvSpec(name=ENV, env_config=config)
@@ -237,7 +241,9 @@ def run_ours(algo: str, steps: int, seed: int, episodes: int) -> dict:
     return {"steps": agent.steps, "wall": wall, "returns": returns}
 
 
-def run_peer(python: Path, algo: str, steps: int, seed: int, episodes: int) -> dict:
+def run_peer(
+    python: Path, algo: str, steps: int, seed: int, episodes: int, threads: int = 1
+) -> dict:
     """Train the public package's agent in its venv (a subprocess outside this repository)."""
     args = {
         "algo": algo,
@@ -249,6 +255,7 @@ def run_peer(python: Path, algo: str, steps: int, seed: int, episodes: int) -> d
         "hp": SETTINGS[algo],
         "memory": MEMORY,
         "learning_delay": LEARNING_DELAY,
+        "threads": threads,
     }
     with tempfile.TemporaryDirectory() as cwd:
         script = Path(cwd) / "peer_multi_agent.py"
@@ -258,7 +265,7 @@ def run_peer(python: Path, algo: str, steps: int, seed: int, episodes: int) -> d
             cwd=cwd,
             capture_output=True,
             text=True,
-            env={"PATH": "/usr/bin:/bin", "HOME": cwd, "OMP_NUM_THREADS": "1"},
+            env={"PATH": "/usr/bin:/bin", "HOME": cwd, "OMP_NUM_THREADS": str(threads)},
         )
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not lines:
@@ -274,14 +281,20 @@ def main() -> None:
     parser.add_argument("--algorithms", default="IPPO,MATD3", help="comma-separated")
     parser.add_argument("--episodes", type=int, default=20, help="greedy episodes scored")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads, both sides")
+    parser.add_argument(
+        "--no-flush-denormal", action="store_true", help="keep subnormal floats on our side"
+    )
     args = parser.parse_args()
     python = ensure_venv(VENVS / "agilerl_public", PEER_PACKAGES)
     import numpy as np
 
     for algo in args.algorithms.split(","):
         steps = max(2048, int(BUDGET[algo] * args.scale) // 2048 * 2048)
-        ours = run_ours(algo, steps, args.seed, args.episodes)
-        peer = run_peer(python, algo, steps, args.seed, args.episodes)
+        ours = run_ours(
+            algo, steps, args.seed, args.episodes, args.threads, not args.no_flush_denormal
+        )
+        peer = run_peer(python, algo, steps, args.seed, args.episodes, args.threads)
         rows = []
         for name, r in (("ours", ours), ("public AgileRL", peer)):
             sps = r["steps"] / r["wall"]
