@@ -190,7 +190,7 @@ class MLPChain:
             if noisy:
                 w = torch.addcmul(w, nz[0], nz[1])
                 b = torch.addcmul(b, nz[2], nz[3])
-            pre = _linear(x, w, b)
+            pre = F.linear(x, w, b)
             stats = None
             if norm is not None:
                 out, mean, rstd = _layer_norm(
@@ -383,13 +383,6 @@ def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return mm(a, b)
 
 
-def _linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``F.linear(x, w, b)``; a narrow output of a 2-D ``x`` as ``(w x^T + b)^T`` (see _matmul)."""
-    if w.shape[0] < _NARROW <= x.shape[0] and x.dim() == 2:
-        return torch.addmm(b.unsqueeze(1), w, x.t()).t()
-    return F.linear(x, w, b)
-
-
 def _accumulate(param: torch.Tensor, grad: torch.Tensor) -> None:
     if param.grad is None:
         param.grad = grad.clone()
@@ -518,10 +511,7 @@ class StackedChain:
         if x.dim() == 2:
             x = x.expand(self.size, *x.shape)
         for (w, wt, b), act in zip(self._stacked(), self.acts, strict=True):
-            if wt.shape[-1] < _NARROW <= x.shape[-2]:  # narrow output: see _matmul
-                pre = torch.baddbmm(b.mT, w, x.mT).mT
-            else:
-                pre = torch.baddbmm(b, x, wt)
+            pre = torch.baddbmm(b, x, wt)
             if act == "ReLU":
                 pre = pre.relu_()
             elif act == "Tanh":

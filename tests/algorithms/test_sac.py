@@ -357,11 +357,10 @@ def test_tuned_preset_reaches_minus_200_on_pendulum_within_20k(
 
 
 @pytest.mark.slow
-def test_tuned_preset_solves_mountain_car_continuous_within_30k(compose, tmp_path: Path) -> None:
-    # the preset's correlated exploration noise finds the flag; measured 2026-12-04 (after the
-    # graph-free squashed-Gaussian sample, whose rounding moved these chaotic runs): seed 0
-    # solved at 30k steps (best greedy 86.0 by 20k), seed 1 at 5k (95.1), seed 2 at 20k (90.2);
-    # the code before that change solved seed 0 at 10k (91.2) on the same host
+def test_tuned_preset_solves_mountain_car_continuous_within_20k(compose, tmp_path: Path) -> None:
+    # the preset's correlated exploration noise finds the flag; measured 2026-12-04: seed 0
+    # solved at 20k steps (greedy 92.9); earlier code and hosts: 5k or 10k. The run is chaotic:
+    # narrow-output GEMMs computed transposed (a rounding change only) moved it to 30k
     manifest, _ = build_manifest(compose("algorithm=sac", "env=mountain_car_continuous"))
     assert manifest.algorithm.noise_correlation > 0
     run = tmp_path / "run"
@@ -369,5 +368,5 @@ def test_tuned_preset_solves_mountain_car_continuous_within_30k(compose, tmp_pat
         manifest, seed=0, run_dir=run, verbose=False, logger={"tensorboard": False}
     ).train()
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["status"] == "target_reached" and summary["solved_at_step"] <= 30_000, summary
+    assert summary["status"] == "target_reached" and summary["solved_at_step"] <= 20_000, summary
     assert summary["best_fitness"] >= 90.0, summary
