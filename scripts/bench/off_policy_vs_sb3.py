@@ -68,6 +68,9 @@ matmuls and ops; one learn 2.34 -> 1.79 ms): ours 334/435/413 vs SB3 63/66/64, *
 with subnormal floats flushed as our trainer does (not run for these numbers; on this host a
 fused Adam step over subnormal moments costs ~1.5x a normal one, where processors that take a
 microcode assist for them pay far more).
+After narrow-output GEMMs went back to ``F.linear`` (same host, beside the slow suite on the other
+core): ours 333/355/200 vs SB3 56/47/56 steps/s, median 5.91x wall, 6.01x per CPU second;
+paired return -146.5 vs -136.3 (7.5% below, within the bound), own evaluations -149.2 vs -143.6.
 """
 
 from __future__ import annotations
