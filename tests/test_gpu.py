@@ -2,6 +2,8 @@
 the CPU, and one update computes what the same update computes on the CPU.
 
 Marked ``gpu`` (not in the default suite); skipped where no CUDA device is visible.
+``AGILERL_TEST_DEVICE=cpu`` runs the same checks with the CPU in the GPU's place, to check
+the tests themselves on a machine without one.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +22,12 @@ import torch
 from agilerl.launch.compose import build_manifest
 from agilerl.trainer import LocalTrainer
 
+DEVICE = os.environ.get("AGILERL_TEST_DEVICE", "cuda")
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+    pytest.mark.skipif(
+        DEVICE == "cuda" and not torch.cuda.is_available(), reason="needs a CUDA device"
+    ),
 ]
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,7 +44,11 @@ CASES = [
     ("ippo", "mpe_simple_speaker_listener"),
     ("maddpg", "mpe_simple_speaker_listener_continuous"),
     ("matd3", "mpe_simple_speaker_listener_continuous"),
+    ("ippo", "mpe_simple_spread"),
+    ("matd3", "mpe_simple_spread"),
     ("neural_ucb", "iris_bandit"),
+    ("neural_ts", "iris_bandit"),
+    ("cqn", "cartpole_offline"),
 ]
 BUDGET = ("training.max_steps=2048", "training.evo_steps=1024", "training.checkpoint_steps=1024")
 
@@ -67,7 +78,15 @@ def _devices(agent) -> set[str]:
 
 @pytest.mark.parametrize(("algorithm", "env"), CASES, ids=[f"{a}-{e}" for a, e in CASES])
 def test_trains_on_cuda_and_resumes_on_cpu(compose, tmp_path: Path, algorithm: str, env: str):
+    data = ()
+    if env == "cartpole_offline":
+        sys.path.insert(0, str(REPO / "scripts"))
+        from make_offline_dataset import make_dataset
+
+        make_dataset(steps=3_000, epsilon=0.5, seed=1, out=tmp_path / "replay.npz")
+        data = (f"environment.dataset_path={tmp_path / 'replay.npz'}",)
     overrides = (
+        *data,
         f"algorithm={algorithm}",
         f"env={env}",
         "training=smoke",
@@ -76,8 +95,8 @@ def test_trains_on_cuda_and_resumes_on_cpu(compose, tmp_path: Path, algorithm: s
         "training.target_score=null",
     )
     run = tmp_path / "run"
-    population, fitnesses = _train(compose, run, "cuda", *overrides, *BUDGET)
-    assert all(_devices(agent) == {"cuda"} for agent in population)
+    population, fitnesses = _train(compose, run, DEVICE, *overrides, *BUDGET)
+    assert all(_devices(agent) == {DEVICE} for agent in population)
     assert all(math.isfinite(f) for f in fitnesses)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "completed"
@@ -112,7 +131,7 @@ def test_dqn_update_on_cuda_equals_the_cpu_update() -> None:
     obs, act = gym.spaces.Box(-5, 5, (4,), np.float32), gym.spaces.Discrete(2)
     spec = DQNSpec(batch_size=64, lr=1e-3)
     cpu = DQN(spec, obs, act, device="cpu")
-    gpu = DQN(spec, obs, act, device="cuda")
+    gpu = DQN(spec, obs, act, device=DEVICE)
     for name, module in cpu._networks().items():
         getattr(gpu, name).load_state_dict(module.state_dict())
     for step in range(5):
@@ -126,30 +145,54 @@ def test_dqn_update_on_cuda_equals_the_cpu_update() -> None:
             torch.testing.assert_close(b.cpu(), a, rtol=1e-4, atol=1e-5, msg=f"{name}.{key}")
 
 
+ROLLOUT = (
+    "algorithm.batch_size=2",
+    "algorithm.gradient_checkpointing=false",
+    "algorithm.max_output_tokens=8",
+    "training.evaluation_interval=2",
+    "training.eval_samples_per_task=4",
+)
+DATASET = (
+    "network.max_context_length=64",
+    "algorithm.batch_size=4",
+    "algorithm.gradient_checkpointing=false",
+    "training.evaluation_interval=2",
+)
+LLM_CASES = {
+    "grpo": ("experiment=grpo_countdown", *ROLLOUT),
+    "llm_ppo": ("algorithm=llm_ppo", "env=llm_countdown", "network=llm_lora", *ROLLOUT),
+    "llm_reinforce": ("algorithm=llm_reinforce", "env=llm_countdown", "network=llm_lora", *ROLLOUT),
+    "sft": ("experiment=sft_chat", *DATASET),
+    "dpo": ("experiment=dpo_preference", *DATASET),
+}
+
+
 @pytest.mark.llm
-def test_grpo_trains_on_cuda_and_resumes_on_cpu(compose, tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("algorithm", list(LLM_CASES))
+def test_llm_trains_on_cuda_and_resumes_on_cpu(
+    compose, tmp_path: Path, monkeypatch, algorithm: str
+) -> None:
     pytest.importorskip("peft")
     from agilerl.llm.tiny import build_tiny_llm
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(REPO)
+    torch.set_num_threads(1)
     model = build_tiny_llm(tmp_path / "model")
     overrides = (
-        "experiment=grpo_countdown",
+        *LLM_CASES[algorithm],
         f"network.pretrained_model_name_or_path={model}",
-        "algorithm.batch_size=2",
-        "algorithm.max_output_tokens=8",
-        "training.evaluation_interval=2",
-        "training.eval_samples_per_task=4",
         "training.checkpoint_steps=2",
         "training.evo_steps=2",
     )
     run = tmp_path / "run"
-    population, _ = _train(compose, run, "cuda", *overrides, "training.max_steps=2")
-    assert next(p for p in population[0].actor.parameters()).device.type == "cuda"
+    population, _ = _train(compose, run, DEVICE, *overrides, "training.max_steps=2")
+    assert next(p for p in population[0].actor.parameters()).device.type == DEVICE
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["total_steps"] == 2
     population, _ = _train(compose, run, "cpu", *overrides, "training.max_steps=4", resume=True)
+    assert next(p for p in population[0].actor.parameters()).device.type == "cpu"
     assert population[0].num_updates == 4
-    rewards = [float(r["reward"]) for r in csv.DictReader((run / "rewards.csv").open())]
-    assert len(rewards) == 4 and all(math.isfinite(r) for r in rewards)
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+    assert [int(r["step"]) for r in rows][-2:] == [2, 4]
+    assert all(math.isfinite(float(r["fitness"])) for r in rows)

@@ -339,6 +339,9 @@ CASES: dict[str, Case] = {
     "python -m pytest -m gpu tests/test_gpu.py": Case(
         skip="the GPU tests themselves (skipped without CUDA)"
     ),
+    "AGILERL_TEST_DEVICE=cpu python -m pytest -m gpu tests/test_gpu.py": Case(
+        expect=["22 passed"], marks=SLOW, in_repo=True
+    ),
     "bash .ci/run": Case(skip="CI: a fresh venv and every extra installed from the network"),
 }
 
@@ -360,7 +363,7 @@ def shell_command(command: str, case: Case, fixtures: dict[str, Path]) -> str:
             last += f" > {redirect}"
         command = " && ".join([*before, last])
     python, bindir = shlex.quote(sys.executable), Path(sys.executable).parent
-    command = re.sub(r"(^|&& )python ", rf"\g<1>{python} ", command)
+    command = re.sub(r"(^|&& )((?:[A-Z_]+=\S+ )*)python ", rf"\g<1>\g<2>{python} ", command)
     command = re.sub(r"(^|&& )agilerl ", rf"\g<1>{python} -m agilerl.cli ", command)
     command = re.sub(r"(^|&& )ruff ", rf"\g<1>{bindir}/ruff ", command)
     command = re.sub(r"(^|&& )torchrun ", rf"\g<1>{python} -m torch.distributed.run ", command)

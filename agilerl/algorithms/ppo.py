@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from agilerl.algorithms.core.base import SingleAgentAlgorithm
+from agilerl.algorithms.core.rng import restore_generator
 from agilerl.arena.models.algorithms.ppo import PPOSpec
 from agilerl.components.recurrent_rollout_buffer import RecurrentRolloutBuffer
 from agilerl.components.rollout_buffer import RolloutBuffer
@@ -269,7 +270,7 @@ class PPO(SingleAgentAlgorithm):
 
     def _load_extra_state(self, extra: dict[str, Any]) -> None:
         if "generator" in extra:
-            self.generator.set_state(extra["generator"].to(torch.uint8).cpu())
+            restore_generator(self.generator, extra["generator"])
 
     @property
     def steps_per_env(self) -> int:

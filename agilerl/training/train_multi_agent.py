@@ -433,7 +433,7 @@ def _collect_ippo(
             final_values = agent.values(_final_obs(next_obs, info))
             for a in env.agents:
                 mask = bootstrap & cut[a] & info["active"][a]
-                reward[a] = rewards[a] + gamma * final_values[a].numpy() * mask
+                reward[a] = rewards[a] + gamma * final_values[a].cpu().numpy() * mask
         for a in env.agents:
             buf["obs"][a].append(step["obs"][a])
             buf["critic_obs"][a].append(step["critic_obs"][a])
@@ -452,7 +452,9 @@ def _collect_ippo(
     for k, d in buf.items():
         if k in ("reward", "done", "active"):  # numpy rows: one conversion per rollout
             dtype = torch.bool if k == "active" else torch.float32
-            rollout[k] = {a: torch.as_tensor(np.stack(v)).to(dtype) for a, v in d.items()}
+            rollout[k] = {
+                a: torch.as_tensor(np.stack(v)).to(agent.device, dtype) for a, v in d.items()
+            }
         else:
             rollout[k] = {a: torch.stack(v) for a, v in d.items()}
     rollout["last_value"] = agent.values(obs)
