@@ -78,6 +78,9 @@ def assert_same_runs(run: Path, expected: Path, loss: str = "loss") -> None:
             a["optimizers"]["optimizer"]["state"]["step"]
             == b["optimizers"]["optimizer"]["state"]["step"]
         )
+        # Float rounding only: a batched GEMM and the single one sum in different orders, and
+        # thousands of Adam steps amplify that (measured up to 6.7e-5 after 5,400 DQN steps
+        # and a resume in the other mode). One Adam step of lr 2e-3 moves weights ~1e-3.
         for name, net in a["networks"].items():
             for key, tensor in net.items():
-                torch.testing.assert_close(b["networks"][name][key], tensor, rtol=1e-3, atol=1e-5)
+                torch.testing.assert_close(b["networks"][name][key], tensor, rtol=1e-3, atol=2e-4)
