@@ -9,6 +9,7 @@ did-you-mean), so overrides of manifest sections are forced with ``++``:
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -57,6 +58,37 @@ def _split(arg: str) -> tuple[str, str, str] | None:
     return prefix, key, value
 
 
+# Hydra config-group options that need an optional extra: option -> (module, extra)
+EXTRA_OPTIONS = {
+    "hydra/launcher=local": ("hydra_plugins.hydra_submitit_launcher", "slurm"),
+    "hydra/launcher=slurm_cpu": ("hydra_plugins.hydra_submitit_launcher", "slurm"),
+    "hydra/launcher=slurm_gpu": ("hydra_plugins.hydra_submitit_launcher", "slurm"),
+    "hydra/sweeper=optuna": ("optuna", "slurm"),
+}
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
+def missing_extra(arg: str) -> Problem | None:
+    """The problem with a ``hydra/<group>=<option>`` argument whose extra is not installed."""
+    need = EXTRA_OPTIONS.get(arg.lstrip("+"))
+    if need is None or _installed(need[0]):
+        return None
+    module, extra = need
+    key = arg.lstrip("+").split("=", 1)[0]
+    return Problem(
+        key,
+        f"{arg.lstrip('+')} needs the {extra} extra ({module} is not installed); "
+        f"install it with: pip install 'agilerl[{extra}]' (from a checkout: "
+        f'pip install -e ".[{extra}]")',
+    )
+
+
 def normalise_overrides(args: Sequence[str], conf_dir: Path) -> list[str]:
     """Check group choices and top-level keys; force manifest field overrides.
 
@@ -77,6 +109,8 @@ def normalise_overrides(args: Sequence[str], conf_dir: Path) -> list[str]:
     for arg in args:
         parts = _split(arg)
         if parts is None or parts[1].startswith("hydra"):
+            if (problem := missing_extra(arg)) is not None:
+                problems.append(problem)
             out.append(arg)
             continue
         prefix, key, value = parts

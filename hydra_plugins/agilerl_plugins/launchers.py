@@ -22,12 +22,9 @@ from typing import Any
 
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.utils import JobReturn, JobStatus
-from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
-    BaseSubmititLauncher,
-)
 from omegaconf import OmegaConf
 
-from agilerl.arena.models.errors import EXIT_USER_ERROR, ConfigError
+from agilerl.arena.models.errors import EXIT_USER_ERROR, ConfigError, Problem
 from agilerl.launch.ledger import Ledger, job_key
 from agilerl.launch.slurm_check import check_partition, sbatch_refusal
 from agilerl.launch.sweep import plan_sweep, render_plan
@@ -92,6 +89,28 @@ def _done(overrides: list[str], value: Any) -> JobReturn:
     ret = JobReturn(overrides=overrides, status=JobStatus.COMPLETED)
     ret._return_value = value
     return ret
+
+
+try:
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
+        BaseSubmititLauncher,
+    )
+except ImportError:  # without the slurm extra (Hydra imports this module on every run)
+
+    class BaseSubmititLauncher:  # type: ignore[no-redef]
+        """Stands in for submitit's launcher base: refuses to start, naming the extra."""
+
+        def __init__(self, **_params: Any) -> None:
+            raise ConfigError(
+                [
+                    Problem(
+                        "hydra/launcher",
+                        "the submitit launchers need the slurm extra: pip install "
+                        "'agilerl[slurm]' (from a checkout: pip install -e \".[slurm]\")",
+                    )
+                ],
+                source="command line",
+            )
 
 
 class ValidatingBasicLauncher(BasicLauncher):

@@ -85,6 +85,17 @@ call): ``learn`` 2.86 ms per vector step of 8 copies (78% of the wall time), env
 ms, acting 0.13 ms, sampling 0.11 ms, adding 0.03 ms. Of one ``learn`` (2.57 ms alone), the
 matmuls are ~54% and run at ~140 GFLOP/s (one core's peak here); the rest is ~330 small ops.
 Reaching 3x needs ~20% off the whole step, i.e. removing about half of those small ops.
+
+2026-12-04, a slower host (AMD EPYC, a 256x64x64 matmul in 27-31 us, ~8 us per dispatched op
+all told), idle, full budget: ours 1,399 vs public 608 steps/s (2.30x; greedy return -19.6 +-
+17.7 vs -38.0 +- 38.3). Per vector step (16,384 steps, timers around each call): ``learn``
+3.9 ms of 5.1 (77%), env stepping 0.67, acting 0.20, sampling 0.15, adding 0.06. Of one
+``learn`` (~274 dispatched ops), the matmuls are ~1.6 ms at this host's speed; the rest is
+per-op cost. Tried and dropped: running the policies' updates (independent: no shared
+parameters) on two threads. The results were bit-identical to one thread, but the updates
+hold the GIL between ops for longer than their kernels release it: one ``learn`` 4.0 ->
+3.8-4.6 ms, and the training loop no faster (1,302-1,465 vs 1,346-1,412 steps/s, alternated).
+Two torch threads per side do not help ours either (1,405 vs 1,456 steps/s).
 """
 
 from __future__ import annotations

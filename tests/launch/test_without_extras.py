@@ -1,0 +1,90 @@
+"""A base install (no slurm extra): plain runs and sweeps work, quietly; the launchers and the
+sweeper that need the extra are refused up front, naming it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+# train.py, with the slurm extra's packages made unimportable
+BLOCKED = """
+import runpy, sys
+from importlib.abc import MetaPathFinder
+
+class Block(MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("submitit", "optuna") or name.startswith(
+            "hydra_plugins.hydra_submitit_launcher"
+        ):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Block())
+sys.argv = [sys.argv[0], *sys.argv[1:]]
+runpy.run_path(TRAIN, run_name="__main__")
+"""
+
+
+def _train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    code = BLOCKED.replace("TRAIN", repr(str(REPO / "train.py")))
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_a_sweep_runs_without_the_extra_and_hydra_warns_of_no_plugin(tmp_path: Path) -> None:
+    done = _train(
+        tmp_path, "-m", "seed=0,1", "training=smoke", "training.max_steps=512",
+        "training.evo_steps=512", "logger.tensorboard=false",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Error importing" not in done.stderr and "UserWarning" not in done.stderr
+    assert len(list((tmp_path / "multirun").glob("*/*/*/summary.json"))) == 2
+
+
+@pytest.mark.parametrize(
+    ("arg", "module"),
+    [
+        ("hydra/launcher=local", "hydra_plugins.hydra_submitit_launcher"),
+        ("hydra/launcher=slurm_cpu", "hydra_plugins.hydra_submitit_launcher"),
+        ("hydra/sweeper=optuna", "optuna"),
+    ],
+)
+def test_an_option_needing_the_extra_is_refused_naming_it(
+    tmp_path: Path, arg: str, module: str
+) -> None:
+    done = _train(tmp_path, "-m", arg, "seed=0,1", "training=smoke")
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert f"{arg} needs the slurm extra ({module} is not installed)" in done.stderr
+    assert 'pip install -e ".[slurm]"' in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "multirun").exists()
+
+
+def test_the_stand_in_launcher_base_names_the_extra(monkeypatch) -> None:
+    """What a Python caller gets from a submitit launcher when the extra is missing."""
+    import importlib
+
+    import hydra_plugins.agilerl_plugins.launchers as launchers
+    from agilerl.arena.models.errors import ConfigError
+
+    monkeypatch.setitem(sys.modules, "hydra_plugins.hydra_submitit_launcher", None)
+    monkeypatch.setitem(
+        sys.modules, "hydra_plugins.hydra_submitit_launcher.submitit_launcher", None
+    )
+    try:
+        stripped = importlib.reload(launchers)
+        with pytest.raises(ConfigError, match=r"slurm extra: pip install"):
+            stripped.ValidatingLocalLauncher()
+    finally:
+        monkeypatch.undo()
+        importlib.reload(launchers)
