@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from agilerl.arena.models.errors import EXIT_USER_ERROR, ConfigError
+from agilerl.extras import missing_extra_error
 
 
 def _validate(files: Sequence[str], quiet: bool, trust_code: bool = False) -> int:
@@ -192,6 +193,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _evaluate(args)
         if args.command == "sweep":
             return _sweep(args)
+    except ModuleNotFoundError as exc:  # an extra the command needs is not installed
+        error = missing_extra_error(exc, f"agilerl {args.command}")
+        if error is None:
+            raise
+        print(error.render(), file=sys.stderr)
+        return EXIT_USER_ERROR
     except ConfigError as error:
         print(error.render(), file=sys.stderr)
         return EXIT_USER_ERROR

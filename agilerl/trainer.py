@@ -272,6 +272,12 @@ class LocalTrainer:
         Raises:
             KeyboardInterrupt: After Ctrl-C, once the checkpoint and summary are written.
         """
+        reason = self.strategy.unavailable_reason(self.spec)  # before anything is written
+        if reason is not None:
+            raise ConfigError(
+                f"algorithm.name: training {self.spec.name} is not possible here: {reason}; "
+                "the manifest is valid (dry_run=true checks it)"
+            )
         label = f"{self.spec.name} ({self.strategy.paradigm or 'this paradigm'})"
         distributed_run.check_supported(label, self.strategy.multi_process)
         distributed_run.join(self.device)
@@ -281,12 +287,6 @@ class LocalTrainer:
             return self._run_claimed()
 
     def _run_claimed(self) -> LoopResult:
-        reason = self.strategy.unavailable_reason(self.spec)
-        if reason is not None:
-            raise ConfigError(
-                f"algorithm.name: training {self.spec.name} is not possible here: {reason}; "
-                "the manifest is valid (dry_run=true checks it)"
-            )
         loop = self.strategy.get_training_loop(self.spec)
         training = self.manifest.training
         checkpoints = CheckpointManager(

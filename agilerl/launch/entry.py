@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agilerl.arena.models.errors import EXIT_USER_ERROR, ConfigError
+from agilerl.extras import missing_extra_error
 from agilerl.launch import register_resolvers
 
 register_resolvers()
@@ -103,6 +104,7 @@ def _run_task(cfg: Any) -> float | None:
     job = SweepJob.current()
     if job is not None and not process_info().is_main:
         job = None  # several tasks train one run (srun); rank 0 records its states
+    manifest = None
     try:
         manifest, options = build_manifest(cfg, overrides)
         fields = preflight(
@@ -154,6 +156,17 @@ def _run_task(cfg: Any) -> float | None:
             wall_seconds=result.wall_seconds,
         )
         return result.best_fitness
+    except ModuleNotFoundError as exc:  # an extra this run needs is not installed
+        what = (
+            f"{manifest.algorithm.name} on {manifest.environment.name}" if manifest else "this run"
+        )
+        error = missing_extra_error(exc, what)
+        if error is None:
+            raise
+        if job is not None:
+            job.record("failed", error=error.render().splitlines()[0][:300])
+            raise error from None
+        fail(error)
     except ConfigError as error:
         if job is not None:
             job.record("failed", error=error.render().splitlines()[0][:300])

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agilerl.arena.models.errors import ConfigError, Problem, did_you_mean
+from agilerl.extras import install_hint
 
 MANIFEST_PREFIXES = (
     "algorithm",
@@ -84,8 +85,7 @@ def missing_extra(arg: str) -> Problem | None:
     return Problem(
         key,
         f"{arg.lstrip('+')} needs the {extra} extra ({module} is not installed); "
-        f"install it with: pip install 'agilerl[{extra}]' (from a checkout: "
-        f'pip install -e ".[{extra}]")',
+        f"install it with: {install_hint(extra)}",
     )
 
 

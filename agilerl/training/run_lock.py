@@ -133,7 +133,9 @@ def mark_run_dir(path: str | Path, **info: object) -> None:
 
 
 def remove_if_fresh(path: str | Path) -> bool:
-    """Remove a directory that holds nothing but Hydra's files (an unused Hydra output dir).
+    """Remove a directory that holds nothing but Hydra's files (an unused Hydra output dir),
+    or those and what a run writes before it trains (lock, marker, manifest): a run
+    that stopped at its start (a missing extra, say) leaves nothing behind.
 
     Returns:
         Whether it was removed.
@@ -144,7 +146,7 @@ def remove_if_fresh(path: str | Path) -> bool:
     if not folder.is_dir() or folder.resolve() == Path.cwd().resolve():
         return False
     entries = {entry.name for entry in folder.iterdir()}
-    if not entries <= {".hydra", "train.log"}:
+    if not entries <= {".hydra", "train.log", LOCK_FILE, MARKER_FILE, "manifest.yaml"}:
         return False
     log = folder / "train.log"
     if log.exists() and log.stat().st_size > 0:

@@ -1,5 +1,5 @@
-"""A base install (no slurm extra): plain runs and sweeps work, quietly; the launchers and the
-sweeper that need the extra are refused up front, naming it."""
+"""Without an extra: plain runs and sweeps work, quietly; what needs a missing extra (a
+launcher, a sweeper, a paradigm's packages) is refused with exit 2, naming the extra."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ BLOCKED = """
 import runpy, sys
 from importlib.abc import MetaPathFinder
 
+BLOCK = BLOCKED_NAMES
+
 class Block(MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("submitit", "optuna") or name.startswith(
-            "hydra_plugins.hydra_submitit_launcher"
-        ):
+        if name.split(".")[0] in BLOCK or name.startswith("hydra_plugins.hydra_submitit_launcher"):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return None
 
@@ -30,8 +30,11 @@ runpy.run_path(TRAIN, run_name="__main__")
 """
 
 
-def _train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+def _train(
+    tmp_path: Path, *args: str, blocked: tuple[str, ...] = ("submitit", "optuna")
+) -> subprocess.CompletedProcess:
     code = BLOCKED.replace("TRAIN", repr(str(REPO / "train.py")))
+    code = code.replace("BLOCKED_NAMES", repr(blocked))
     return subprocess.run(
         [sys.executable, "-c", code, *args],
         cwd=tmp_path,
@@ -68,6 +71,24 @@ def test_an_option_needing_the_extra_is_refused_naming_it(
     assert 'pip install -e ".[slurm]"' in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "multirun").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "package", "extra", "what"),
+    [
+        (("algorithm=ippo", "env=mpe_simple_spread"), "pettingzoo", "multiagent", "IPPO on"),
+        (("algorithm=neural_ucb", "env=iris_bandit"), "sklearn", "bandits", "NeuralUCB on"),
+    ],
+)
+def test_a_paradigm_without_its_extra_exits_2_naming_it_and_leaves_no_run_dir(
+    tmp_path: Path, args: tuple[str, ...], package: str, extra: str, what: str
+) -> None:
+    done = _train(tmp_path, *args, "training=smoke", blocked=(package,))
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert f"needs the {extra} extra ({package} is not installed)" in done.stderr
+    assert what in done.stderr and f'pip install -e ".[{extra}]"' in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "runs").exists()
 
 
 def test_the_stand_in_launcher_base_names_the_extra(monkeypatch) -> None:

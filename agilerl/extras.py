@@ -1,0 +1,74 @@
+"""Which optional extra installs which package, and the user error for a missing one."""
+
+from __future__ import annotations
+
+from agilerl.arena.models.errors import ConfigError, Problem
+
+# top-level import name -> the extra of ours (pyproject.toml) that installs it
+PACKAGE_EXTRAS = {
+    "pettingzoo": "multiagent",
+    "mpe2": "multiagent",
+    "sklearn": "bandits",
+    "pandas": "bandits",
+    "pyarrow": "bandits",
+    "minari": "offline",
+    "h5py": "offline",
+    "PIL": "offline",
+    "transformers": "llm",
+    "peft": "llm",
+    "accelerate": "llm",
+    "datasets": "llm",
+    "tokenizers": "llm",
+    "gguf": "smollm",
+    "vllm": "vllm",
+    "wandb": "wandb",
+    "submitit": "slurm",
+    "optuna": "slurm",
+    "hydra_plugins.hydra_submitit_launcher": "slurm",
+    "imageio": "video",
+    "imageio_ffmpeg": "video",
+    "Box2D": "box2d",
+}
+
+
+def install_hint(extra: str) -> str:
+    """How to install one of our extras, from PyPI or from a checkout."""
+    return f"pip install 'agilerl[{extra}]' (from a checkout: pip install -e \".[{extra}]\")"
+
+
+def extra_of(module: str | None) -> str | None:
+    """The extra installing ``module`` (a dotted import name); ``None`` when none of ours does."""
+    if not module:
+        return None
+    for package, extra in PACKAGE_EXTRAS.items():
+        if module == package or module.startswith(package + "."):
+            return extra
+    return PACKAGE_EXTRAS.get(module.split(".")[0])
+
+
+def missing_extra_error(
+    exc: ModuleNotFoundError, needed_by: str, path: str = ""
+) -> ConfigError | None:
+    """The user error for ``exc`` when the missing module comes with one of our extras.
+
+    Args:
+        exc: The import failure.
+        needed_by: What needed it, for the message (``"IPPO on mpe2.simple_spread_v3"``).
+        path: The manifest field or option to name, if one is to blame.
+
+    Returns:
+        A :class:`ConfigError` naming the extra and how to install it, or ``None``
+        when the module is not one an extra of ours provides (a real bug).
+    """
+    extra = extra_of(exc.name)
+    if extra is None:
+        return None
+    return ConfigError(
+        [
+            Problem(
+                path,
+                f"{needed_by} needs the {extra} extra ({exc.name} is not installed); "
+                f"install it with: {install_hint(extra)}",
+            )
+        ]
+    )
