@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 from agilerl.arena.models.errors import ConfigError, Problem
 
 # top-level import name -> the extra of ours (pyproject.toml) that installs it
@@ -72,3 +74,25 @@ def missing_extra_error(
             )
         ]
     )
+
+
+def require(module: str, needed_by: str, path: str = "") -> None:
+    """Raise the user error for ``module`` (an extra's package) when it is not installed.
+
+    Args:
+        module: The import name (``"wandb"``).
+        needed_by: What needs it, for the message (``"logger=wandb"``).
+        path: The manifest field or option to name.
+
+    Raises:
+        ConfigError: Naming the extra and how to install it.
+    """
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        found = False
+    if not found:
+        exc = ModuleNotFoundError(f"No module named {module!r}", name=module)
+        raise missing_extra_error(exc, needed_by, path) or ConfigError(
+            [Problem(path, f"{needed_by} needs {module}, which is not installed")]
+        )

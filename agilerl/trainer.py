@@ -26,6 +26,7 @@ from agilerl.arena.models.errors import ConfigError
 from agilerl.arena.models.manifest import TrainingManifest
 from agilerl.arena.models.training import TrainingSpec
 from agilerl.builders import select_builder
+from agilerl.extras import require
 from agilerl.launch.options import LoggerOptions
 from agilerl.launch.preflight import preflight
 from agilerl.launch.run_names import run_name
@@ -278,6 +279,8 @@ class LocalTrainer:
                 f"algorithm.name: training {self.spec.name} is not possible here: {reason}; "
                 "the manifest is valid (dry_run=true checks it)"
             )
+        if self.logger.kind == "wandb":
+            require("wandb", "logger=wandb", "logger")
         label = f"{self.spec.name} ({self.strategy.paradigm or 'this paradigm'})"
         distributed_run.check_supported(label, self.strategy.multi_process)
         distributed_run.join(self.device)

@@ -53,14 +53,11 @@ class WandbSink:
         tags: list[str],
         run_id: str | None = None,
     ) -> None:
-        try:
-            import wandb
-        except ImportError as exc:
-            from agilerl.arena.models.errors import ConfigError
+        from agilerl.extras import require
 
-            raise ConfigError(
-                "logger=wandb needs the wandb extra: pip install 'agilerl[wandb]'"
-            ) from exc
+        require("wandb", "logger=wandb", "logger")
+        import wandb
+
         self.run = wandb.init(
             project=project,
             entity=entity,

@@ -78,6 +78,7 @@ def test_an_option_needing_the_extra_is_refused_naming_it(
     [
         (("algorithm=ippo", "env=mpe_simple_spread"), "pettingzoo", "multiagent", "IPPO on"),
         (("algorithm=neural_ucb", "env=iris_bandit"), "sklearn", "bandits", "NeuralUCB on"),
+        (("logger=wandb",), "wandb", "wandb", "logger=wandb"),
     ],
 )
 def test_a_paradigm_without_its_extra_exits_2_naming_it_and_leaves_no_run_dir(
