@@ -95,7 +95,9 @@ per-op cost. Tried and dropped: running the policies' updates (independent: no s
 parameters) on two threads. The results were bit-identical to one thread, but the updates
 hold the GIL between ops for longer than their kernels release it: one ``learn`` 4.0 ->
 3.8-4.6 ms, and the training loop no faster (1,302-1,465 vs 1,346-1,412 steps/s, alternated).
-Two torch threads per side do not help ours either (1,405 vs 1,456 steps/s).
+Two torch threads per side do not help ours either (1,405 vs 1,456 steps/s). A second
+invocation: 1,379 vs 574 steps/s (2.40x, the same returns); ``--threads 2``: 1,229 vs 490
+steps/s (2.51x; greedy return -17.9 vs -39.6: two threads sum in another order).
 """
 
 from __future__ import annotations
