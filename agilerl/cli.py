@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from agilerl.arena.models.errors import EXIT_USER_ERROR, ConfigError
-from agilerl.extras import missing_extra_error
+from agilerl.extras import extra_of, missing_extra_error
 
 
 def _validate(files: Sequence[str], quiet: bool, trust_code: bool = False) -> int:
@@ -67,8 +67,19 @@ def _algorithms() -> int:
             default_spec = spec_cls()
         except ValueError:  # a spec with a required field (e.g. GRPO's group_size)
             default_spec = None
-        reason = strategy.unavailable_reason(default_spec)
-        trains = "yes" if reason is None else "not in this version"
+        try:
+            reason = strategy.unavailable_reason(default_spec)
+            if reason is None:
+                trains = "yes"
+            elif reason.startswith("it needs the "):  # an extra that is not installed
+                trains = reason.removeprefix("it ").split(" (")[0]
+            else:
+                trains = "not in this version"
+        except ModuleNotFoundError as exc:  # its paradigm's extra is not installed
+            extra = extra_of(exc.name)
+            if extra is None:
+                raise
+            trains = f"needs the {extra} extra"
         fields = spec_cls.model_fields
         keys = [
             k

@@ -76,6 +76,24 @@ def missing_extra_error(
     )
 
 
+def installed(module: str) -> bool:
+    """Whether ``module`` (a dotted import name) can be imported, without importing it."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
+def missing_extra(module: str) -> str | None:
+    """``None`` when ``module`` is installed, else which extra installs it and how."""
+    if installed(module):
+        return None
+    extra = extra_of(module)
+    if extra is None:
+        return f"{module} is not installed"
+    return f"it needs the {extra} extra ({module} is not installed): {install_hint(extra)}"
+
+
 def require(module: str, needed_by: str, path: str = "") -> None:
     """Raise the user error for ``module`` (an extra's package) when it is not installed.
 
@@ -87,11 +105,7 @@ def require(module: str, needed_by: str, path: str = "") -> None:
     Raises:
         ConfigError: Naming the extra and how to install it.
     """
-    try:
-        found = importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:  # a parent package is missing
-        found = False
-    if not found:
+    if not installed(module):
         exc = ModuleNotFoundError(f"No module named {module!r}", name=module)
         raise missing_extra_error(exc, needed_by, path) or ConfigError(
             [Problem(path, f"{needed_by} needs {module}, which is not installed")]

@@ -19,6 +19,7 @@ from agilerl.arena.models.algorithms import AlgorithmSpec
 from agilerl.arena.models.env import EnvSpecBase
 from agilerl.arena.models.errors import ConfigError
 from agilerl.arena.models.training import TrainingSpec
+from agilerl.extras import missing_extra
 
 if TYPE_CHECKING:
     from agilerl.arena.models.manifest import TrainingManifest
@@ -100,6 +101,8 @@ class TrainingStrategy(ABC):
     """Label shown by ``agilerl algorithms``."""
     multi_process: ClassVar[bool] = False
     """Whether the loop trains one agent data-parallel over several processes (torchrun)."""
+    requires: ClassVar[tuple[str, ...]] = ()
+    """Packages the paradigm imports (from one of our extras): missing ones make it unavailable."""
 
     def get_training_loop(self, spec: AlgorithmSpec | None = None) -> TrainingLoop:
         """Select the training loop for ``spec``.
@@ -131,6 +134,10 @@ class TrainingStrategy(ABC):
         cannot run yet, e.g. a recurrent policy).
         """
         label = self.paradigm or type(self).__name__
+        for module in self.requires:
+            missing = missing_extra(module)
+            if missing is not None:
+                return missing
         if type(self).make_envs is TrainingStrategy.make_envs:
             return f"{label} training is not available in this version yet"
         try:

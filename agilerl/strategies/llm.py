@@ -31,6 +31,7 @@ class LLMStrategy(TrainingStrategy):
     """Shared orchestration for the LLM fine-tuning loops."""
 
     takes_epochs: ClassVar[bool] = False
+    requires: ClassVar[tuple[str, ...]] = ("transformers", "peft")
 
     def get_trainer_kwargs(
         self,

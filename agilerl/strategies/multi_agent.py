@@ -22,6 +22,8 @@ def _sum_scores(training: TrainingSpec) -> bool:
 class PettingZooStrategy(TrainingStrategy):
     """Multi-agent paradigms trained on PettingZoo parallel envs, vectorised."""
 
+    requires: ClassVar[tuple[str, ...]] = ("pettingzoo",)
+
     def make_envs(self, manifest: TrainingManifest, *, seed: int) -> EnvSetup:
         """``environment.num_envs`` copies (in process, or subprocesses with ``sync: false``).
 

@@ -3,6 +3,7 @@ launcher, a sweeper, a paradigm's packages) is refused with exit 2, naming the e
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -76,15 +77,26 @@ def test_an_option_needing_the_extra_is_refused_naming_it(
 @pytest.mark.parametrize(
     ("args", "package", "extra", "what"),
     [
-        (("algorithm=ippo", "env=mpe_simple_spread"), "pettingzoo", "multiagent", "IPPO on"),
-        (("algorithm=neural_ucb", "env=iris_bandit"), "sklearn", "bandits", "NeuralUCB on"),
-        (("logger=wandb",), "wandb", "wandb", "logger=wandb"),
+        (
+            ("algorithm=ippo", "env=mpe_simple_spread", "training=smoke"),
+            "pettingzoo",
+            "multiagent",
+            "IPPO",
+        ),
+        (
+            ("algorithm=neural_ucb", "env=iris_bandit", "training=smoke"),
+            "sklearn",
+            "bandits",
+            "NeuralUCB on",
+        ),
+        (("experiment=sft_chat",), "transformers", "llm", "SFT"),
+        (("logger=wandb", "training=smoke"), "wandb", "wandb", "logger=wandb"),
     ],
 )
 def test_a_paradigm_without_its_extra_exits_2_naming_it_and_leaves_no_run_dir(
     tmp_path: Path, args: tuple[str, ...], package: str, extra: str, what: str
 ) -> None:
-    done = _train(tmp_path, *args, "training=smoke", blocked=(package,))
+    done = _train(tmp_path, *args, blocked=(package,))
     assert done.returncode == 2, done.stderr[-3000:]
     assert f"needs the {extra} extra ({package} is not installed)" in done.stderr
     assert what in done.stderr and f'pip install -e ".[{extra}]"' in done.stderr
@@ -110,3 +122,18 @@ def test_the_stand_in_launcher_base_names_the_extra(monkeypatch) -> None:
     finally:
         monkeypatch.undo()
         importlib.reload(launchers)
+
+
+def test_agilerl_algorithms_lists_every_algorithm_and_the_extra_it_needs(tmp_path: Path) -> None:
+    code = BLOCKED.replace('runpy.run_path(TRAIN, run_name="__main__")', "")
+    code = code.replace("BLOCKED_NAMES", repr(("pettingzoo", "transformers")))
+    code += "from agilerl.cli import main; sys.exit(main(['algorithms']))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "COLUMNS": "240"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {line.split("│")[1].strip(): line for line in done.stdout.splitlines() if "│" in line}
+    assert "needs the multiagent extra" in rows["MATD3"]
+    assert "needs the llm extra" in rows["GRPO"] and "needs the llm extra" in rows["SFT"]
+    assert "│ yes" in rows["PPO"]
