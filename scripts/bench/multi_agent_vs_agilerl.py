@@ -98,6 +98,11 @@ hold the GIL between ops for longer than their kernels release it: one ``learn``
 Two torch threads per side do not help ours either (1,405 vs 1,456 steps/s). A second
 invocation: 1,379 vs 574 steps/s (2.40x, the same returns); ``--threads 2``: 1,229 vs 490
 steps/s (2.51x; greedy return -17.9 vs -39.6: two threads sum in another order).
+Also tried and dropped (a prototype, not merged): stepping the 8 copies in one worker process
+while ``learn`` runs, whenever the sampled rows miss the 8 being written (results exactly the
+sequential ones). The main process's CPU time per vector step did not fall (4.52/4.56 vs
+4.14/4.69 ms, alternated, 24,576 steps): sending the actions and unpickling the observations
+and infos cost what stepping mpe2 in process costs (~0.4-0.7 ms).
 """
 
 from __future__ import annotations
