@@ -9,12 +9,11 @@ did-you-mean), so overrides of manifest sections are forced with ``++``:
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
 from agilerl.arena.models.errors import ConfigError, Problem, did_you_mean
-from agilerl.extras import install_hint
+from agilerl.extras import extra_of, install_hint, installed
 
 MANIFEST_PREFIXES = (
     "algorithm",
@@ -59,32 +58,25 @@ def _split(arg: str) -> tuple[str, str, str] | None:
     return prefix, key, value
 
 
-# Hydra config-group options that need an optional extra: option -> (module, extra)
+# Hydra config-group options whose plugin needs a package from one of our extras
 EXTRA_OPTIONS = {
-    "hydra/launcher=local": ("hydra_plugins.hydra_submitit_launcher", "slurm"),
-    "hydra/launcher=slurm_cpu": ("hydra_plugins.hydra_submitit_launcher", "slurm"),
-    "hydra/launcher=slurm_gpu": ("hydra_plugins.hydra_submitit_launcher", "slurm"),
-    "hydra/sweeper=optuna": ("optuna", "slurm"),
+    "hydra/launcher=local": "hydra_plugins.hydra_submitit_launcher",
+    "hydra/launcher=slurm_cpu": "hydra_plugins.hydra_submitit_launcher",
+    "hydra/launcher=slurm_gpu": "hydra_plugins.hydra_submitit_launcher",
+    "hydra/sweeper=optuna": "optuna",
 }
-
-
-def _installed(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:  # a parent package is missing
-        return False
 
 
 def missing_extra(arg: str) -> Problem | None:
     """The problem with a ``hydra/<group>=<option>`` argument whose extra is not installed."""
-    need = EXTRA_OPTIONS.get(arg.lstrip("+"))
-    if need is None or _installed(need[0]):
+    option = arg.lstrip("+")
+    module = EXTRA_OPTIONS.get(option)
+    if module is None or installed(module):
         return None
-    module, extra = need
-    key = arg.lstrip("+").split("=", 1)[0]
+    extra = extra_of(module)
     return Problem(
-        key,
-        f"{arg.lstrip('+')} needs the {extra} extra ({module} is not installed); "
+        option.split("=", 1)[0],
+        f"{option} needs the {extra} extra ({module} is not installed); "
         f"install it with: {install_hint(extra)}",
     )
 

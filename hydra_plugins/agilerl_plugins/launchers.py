@@ -24,7 +24,8 @@ from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
 
-from agilerl.arena.models.errors import EXIT_USER_ERROR, ConfigError, Problem
+from agilerl.arena.models.errors import EXIT_USER_ERROR, ConfigError
+from agilerl.extras import install_hint, require
 from agilerl.launch.ledger import Ledger, job_key
 from agilerl.launch.slurm_check import check_partition, sbatch_refusal
 from agilerl.launch.sweep import plan_sweep, render_plan
@@ -95,21 +96,18 @@ try:
     from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
         BaseSubmititLauncher,
     )
-except ImportError:  # without the slurm extra (Hydra imports this module on every run)
+except ImportError as _exc:  # without the slurm extra (Hydra imports this module on every run)
+    _SUBMITIT_ERROR = str(_exc)
 
     class BaseSubmititLauncher:  # type: ignore[no-redef]
         """Stands in for submitit's launcher base: refuses to start, naming the extra."""
 
         def __init__(self, **_params: Any) -> None:
+            module = "hydra_plugins.hydra_submitit_launcher"
+            require(module, "a submitit launcher", "hydra/launcher")
             raise ConfigError(
-                [
-                    Problem(
-                        "hydra/launcher",
-                        "the submitit launchers need the slurm extra: pip install "
-                        "'agilerl[slurm]' (from a checkout: pip install -e \".[slurm]\")",
-                    )
-                ],
-                source="command line",
+                f"hydra/launcher: {module} is installed but fails to import: "
+                f"{_SUBMITIT_ERROR}; reinstall it: {install_hint('slurm')}"
             )
 
 

@@ -117,7 +117,7 @@ def test_the_stand_in_launcher_base_names_the_extra(monkeypatch) -> None:
     )
     try:
         stripped = importlib.reload(launchers)
-        with pytest.raises(ConfigError, match=r"slurm extra: pip install"):
+        with pytest.raises(ConfigError, match=r"needs the slurm extra .* pip install"):
             stripped.ValidatingLocalLauncher()
     finally:
         monkeypatch.undo()
