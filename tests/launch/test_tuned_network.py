@@ -48,13 +48,16 @@ def test_an_arch_override_also_replaces_the_tuned_encoder(compose, override: str
 
 def test_without_a_choice_the_tuned_network_applies_and_field_overrides_win(compose) -> None:
     tuned, _ = build_manifest(compose("algorithm=td3", "env=pendulum"))
-    assert tuned.network.encoder_config.hidden_size == [64]
+    # conf/tuned/td3_pendulum.yaml: one ReLU layer straight into the latent
+    assert tuned.network.encoder_config.hidden_size == []
+    assert tuned.network.encoder_config.output_activation == "ReLU"
     assert tuned.network.encoder_config.layer_norm is False
     both, _ = build_manifest(
         compose("algorithm=td3", "env=pendulum", "network.encoder_config.hidden_size=[16]")
     )
     assert both.network.encoder_config.hidden_size == [16]
     assert both.network.encoder_config.layer_norm is False  # the rest of the preset stays
+    assert both.network.encoder_config.output_activation == "ReLU"
     assert both.network.head_config.hidden_size == [64]
     same_arch, _ = build_manifest(compose("algorithm=td3", "env=pendulum", "network=mlp"))
     assert same_arch.network == tuned.network
@@ -63,7 +66,8 @@ def test_without_a_choice_the_tuned_network_applies_and_field_overrides_win(comp
 def test_training_smoke_still_overrides_a_tuned_budget(compose) -> None:
     manifest, _ = build_manifest(compose("algorithm=td3", "env=pendulum", "training=smoke"))
     assert manifest.training.max_steps == 4096
-    assert manifest.network.encoder_config.hidden_size == [64]
+    assert manifest.network.encoder_config.hidden_size == []  # the preset's network still applies
+    assert manifest.network.encoder_config.output_activation == "ReLU"
 
 
 def test_merge_keeps_the_tuned_head_for_another_encoder() -> None:
