@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from agilerl.arena.models.errors import EXIT_USER_ERROR, ConfigError
-from agilerl.extras import extra_of, missing_extra_error
+from agilerl.extras import extra_of, installed, missing_extra_error
 
 
 def _validate(files: Sequence[str], quiet: bool, trust_code: bool = False) -> int:
@@ -67,19 +67,13 @@ def _algorithms() -> int:
             default_spec = spec_cls()
         except ValueError:  # a spec with a required field (e.g. GRPO's group_size)
             default_spec = None
-        try:
-            reason = strategy.unavailable_reason(default_spec)
-            if reason is None:
-                trains = "yes"
-            elif reason.startswith("it needs the "):  # an extra that is not installed
-                trains = reason.removeprefix("it ").split(" (")[0]
-            else:
-                trains = "not in this version"
-        except ModuleNotFoundError as exc:  # its paradigm's extra is not installed
-            extra = extra_of(exc.name)
-            if extra is None:
-                raise
-            trains = f"needs the {extra} extra"
+        missing = [m for m in strategy.requires if not installed(m)]
+        if missing:  # the paradigm's extra is not installed
+            trains = f"needs the {extra_of(missing[0])} extra"
+        elif strategy.unavailable_reason(default_spec) is None:
+            trains = "yes"
+        else:
+            trains = "not in this version"
         fields = spec_cls.model_fields
         keys = [
             k

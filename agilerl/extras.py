@@ -48,32 +48,38 @@ def extra_of(module: str | None) -> str | None:
     return PACKAGE_EXTRAS.get(module.split(".")[0])
 
 
+def extra_problem(module: str | None, needed_by: str, path: str = "") -> Problem | None:
+    """The problem "``needed_by`` needs the X extra" for a missing ``module``.
+
+    Args:
+        module: The missing import name.
+        needed_by: What needed it, for the message (``"IPPO on mpe2.simple_spread_v3"``).
+        path: The manifest field or option to name, if one is to blame.
+
+    Returns:
+        ``None`` when the module is not one an extra of ours provides.
+    """
+    extra = extra_of(module)
+    if extra is None:
+        return None
+    return Problem(
+        path,
+        f"{needed_by} needs the {extra} extra ({module} is not installed); "
+        f"install it with: {install_hint(extra)}",
+    )
+
+
 def missing_extra_error(
     exc: ModuleNotFoundError, needed_by: str, path: str = ""
 ) -> ConfigError | None:
     """The user error for ``exc`` when the missing module comes with one of our extras.
 
-    Args:
-        exc: The import failure.
-        needed_by: What needed it, for the message (``"IPPO on mpe2.simple_spread_v3"``).
-        path: The manifest field or option to name, if one is to blame.
-
     Returns:
         A :class:`ConfigError` naming the extra and how to install it, or ``None``
         when the module is not one an extra of ours provides (a real bug).
     """
-    extra = extra_of(exc.name)
-    if extra is None:
-        return None
-    return ConfigError(
-        [
-            Problem(
-                path,
-                f"{needed_by} needs the {extra} extra ({exc.name} is not installed); "
-                f"install it with: {install_hint(extra)}",
-            )
-        ]
-    )
+    problem = extra_problem(exc.name, needed_by, path)
+    return None if problem is None else ConfigError([problem])
 
 
 def installed(module: str) -> bool:
@@ -106,7 +112,7 @@ def require(module: str, needed_by: str, path: str = "") -> None:
         ConfigError: Naming the extra and how to install it.
     """
     if not installed(module):
-        exc = ModuleNotFoundError(f"No module named {module!r}", name=module)
-        raise missing_extra_error(exc, needed_by, path) or ConfigError(
-            [Problem(path, f"{needed_by} needs {module}, which is not installed")]
+        problem = extra_problem(module, needed_by, path)
+        raise ConfigError(
+            [problem or Problem(path, f"{needed_by} needs {module}, which is not installed")]
         )

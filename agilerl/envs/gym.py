@@ -13,6 +13,7 @@ from gymnasium.vector import AutoresetMode
 from agilerl.arena.models.env import GymEnvSpec
 from agilerl.arena.models.errors import ConfigError, did_you_mean
 from agilerl.envs import cartpole_novel  # noqa: F401  (registers CartPoleNoVel-v1)
+from agilerl.extras import extra_of
 
 
 def _check_registered(name: str) -> None:
@@ -44,8 +45,8 @@ def _env_factory(spec: GymEnvSpec, render_mode: str | None = None) -> Any:
     return lambda: _wrap(_make(spec.name, **kwargs), spec)
 
 
-EXTRAS = {"box2d": ("Box2D", "box2d")}
-"""gymnasium's optional dependency (as its error names it) -> (package, our extra installing it)."""
+DEPENDENCIES = {"box2d": "Box2D"}
+"""gymnasium's optional dependency (as its error names it) -> the package (see agilerl.extras)."""
 
 
 def _make(name: str, **kwargs: Any) -> gym.Env:
@@ -58,8 +59,9 @@ def _make(name: str, **kwargs: Any) -> gym.Env:
 def missing_dependency(name: str, exc: Exception) -> ConfigError:
     """The user error for an env whose package is missing, naming the extra to install."""
     text = str(exc)
-    for needle, (package, extra) in EXTRAS.items():
+    for needle, package in DEPENDENCIES.items():
         if needle in text.lower():
+            extra = extra_of(package)
             return ConfigError(
                 f"environment.name: {name} needs {package}, which is not installed: "
                 f'pip install -e ".[{extra}]" in a clone (or pip install "agilerl[{extra}]")'

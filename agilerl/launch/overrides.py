@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agilerl.arena.models.errors import ConfigError, Problem, did_you_mean
-from agilerl.extras import extra_of, install_hint, installed
+from agilerl.extras import extra_problem, installed
 
 MANIFEST_PREFIXES = (
     "algorithm",
@@ -67,18 +67,13 @@ EXTRA_OPTIONS = {
 }
 
 
-def missing_extra(arg: str) -> Problem | None:
+def _option_without_extra(arg: str) -> Problem | None:
     """The problem with a ``hydra/<group>=<option>`` argument whose extra is not installed."""
     option = arg.lstrip("+")
     module = EXTRA_OPTIONS.get(option)
     if module is None or installed(module):
         return None
-    extra = extra_of(module)
-    return Problem(
-        option.split("=", 1)[0],
-        f"{option} needs the {extra} extra ({module} is not installed); "
-        f"install it with: {install_hint(extra)}",
-    )
+    return extra_problem(module, option, option.split("=", 1)[0])
 
 
 def normalise_overrides(args: Sequence[str], conf_dir: Path) -> list[str]:
@@ -101,7 +96,7 @@ def normalise_overrides(args: Sequence[str], conf_dir: Path) -> list[str]:
     for arg in args:
         parts = _split(arg)
         if parts is None or parts[1].startswith("hydra"):
-            if (problem := missing_extra(arg)) is not None:
+            if (problem := _option_without_extra(arg)) is not None:
                 problems.append(problem)
             out.append(arg)
             continue
