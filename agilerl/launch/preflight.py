@@ -75,7 +75,8 @@ def preflight(
         The fields that run code (allowed by ``trust_code``).
 
     Raises:
-        ConfigError: For code without the opt-in, an unavailable device, or bad wrappers.
+        ConfigError: For code without the opt-in, an unavailable device, bad wrappers,
+            or settings the algorithm's paradigm could not train (its strategy's ``check``).
     """
     fields = require_trust(manifest.environment, trust_code, source)
     if check_devices:
@@ -84,4 +85,7 @@ def preflight(
         from agilerl.envs.gym import check_wrappers
 
         check_wrappers(manifest.environment)
+    from agilerl.strategies import strategy_for
+
+    strategy_for(type(manifest.algorithm)).check(manifest)
     return fields

@@ -154,6 +154,19 @@ class TrainingStrategy(ABC):
             return algo_cls.unsupported_reason(spec)
         return None
 
+    def check(self, manifest: TrainingManifest) -> None:
+        """Refuse a valid manifest that this paradigm could not train usefully.
+
+        Runs in :func:`~agilerl.launch.preflight.preflight` (dry runs,
+        ``agilerl validate``, :class:`~agilerl.trainer.LocalTrainer`), before
+        anything is written; checks only a paradigm knows (e.g. one on-policy
+        rollout longer than the whole budget). The default has none.
+
+        Raises:
+            ConfigError: Naming the field and the fix.
+        """
+        return
+
     @property
     def trainable(self) -> bool:
         """Whether this paradigm trains in this version."""

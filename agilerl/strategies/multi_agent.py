@@ -68,6 +68,24 @@ class MultiAgentOnPolicyStrategy(PettingZooStrategy):
         """Shared RL kwargs plus sum_scores."""
         return {**rl_trainer_kwargs(spec, training, env_spec), "sum_scores": _sum_scores(training)}
 
+    def check(self, manifest: TrainingManifest) -> None:
+        """Refuse a budget shorter than one rollout (the loop starts whole rollouts only).
+
+        Raises:
+            ConfigError: If ``algorithm.learn_step`` (rounded down to whole vector
+                steps) is more than ``training.max_steps``: nothing would train.
+        """
+        spec, num_envs = manifest.algorithm, getattr(manifest.environment, "num_envs", 1)
+        rollout = max(1, spec.learn_step // num_envs) * num_envs
+        budget = manifest.training.max_steps
+        if rollout > budget:
+            raise ConfigError(
+                f"algorithm.learn_step: one {spec.name} rollout is {rollout:,} env steps "
+                f"({num_envs} env copies), more than training.max_steps={budget:,}, so nothing "
+                f"would train; lower algorithm.learn_step to at most {budget:,} or raise "
+                f"training.max_steps to at least {rollout:,}"
+            )
+
 
 def check_replay_buffer(manifest: TrainingManifest, envs: EnvSetup) -> ReplayBufferSpec:
     """The ``replay_buffer`` section of a multi-agent run, checked against free memory.

@@ -67,6 +67,8 @@ def _hooks(run: RunContext, target: float | None, save_memory: bool) -> tuple[An
         state["steps"] = steps
         if run.run_dir is not None and rows:
             run.run_dir.append_metrics(rows)
+        if run.run_dir is not None and row.get("lineage"):
+            run.run_dir.append_lineage(row["lineage"])
         if run.sinks is not None and rows:
             best = max(rows, key=lambda r: r["fitness"])
             run.sinks.log({"eval/fitness": best["fitness"]}, steps)

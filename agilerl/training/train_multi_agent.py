@@ -379,7 +379,7 @@ class _Schedule:
             if any(v is not None and not math.isfinite(v) for v in values):
                 raise FloatingPointError(f"non-finite score in generation {self.generation}: {row}")
         if self.tournament is not None and fitness:
-            _, new_population, _ = self.tournament.select(population)
+            _, new_population, lineage = self.tournament.select(population)
             row["mutations"] = mutate_hyperparameters(
                 new_population, self.rng, self.mutation_probability
             )
@@ -391,6 +391,14 @@ class _Schedule:
                     self.new_layer,
                     skip=row["mutations"],
                 )
+            row["lineage"] = _lineage_rows(
+                self.generation,
+                self.result.env_steps,
+                new_population,
+                lineage,
+                row["mutations"],
+                {a.index: f for a, f in zip(population, fitness, strict=True)},
+            )
             self.result.population = new_population
         self.result.history.append(row)
         self.result.loop_state = {
@@ -405,6 +413,39 @@ class _Schedule:
             self.on_generation(self.result)
         self.generation += 1
         self.gen_scores = {}
+
+
+def _lineage_rows(
+    generation: int,
+    env_steps: int,
+    population: Sequence[MultiAgentAlgorithm],
+    lineage: Sequence[Mapping[str, Any]],
+    mutations: Sequence[str | None],
+    parent_fitness: Mapping[int, float],
+) -> list[dict[str, Any]]:
+    """One ``hpo.csv`` row per new member: its parent, mutation and live hyperparameters."""
+    rows = []
+    for agent, link, mutation in zip(population, lineage, mutations, strict=True):
+        spec = agent.spec
+        fields = type(spec).model_fields
+        rows.append(
+            {
+                "generation": generation,
+                "step": env_steps,
+                "index": agent.index,
+                "parent": link["parent"],
+                "elite": bool(link.get("elite", False)),
+                "parent_fitness": parent_fitness.get(link["parent"]),
+                "mutation": mutation or "None",
+                "detail": "",
+                **{
+                    f"hp_{name}": getattr(spec, name)
+                    for name in type(spec).hpo_ranges
+                    if name in fields
+                },
+            }
+        )
+    return rows
 
 
 def _rollout_steps(agent: IPPO, num_envs: int) -> int:

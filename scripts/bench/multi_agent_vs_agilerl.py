@@ -103,6 +103,24 @@ while ``learn`` runs, whenever the sampled rows miss the 8 being written (result
 sequential ones). The main process's CPU time per vector step did not fall (4.52/4.56 vs
 4.14/4.69 ms, alternated, 24,576 steps): sending the actions and unpickling the observations
 and infos cost what stepping mpe2 in process costs (~0.4-0.7 ms).
+
+2026-12-04 night, same host, two more tried and dropped:
+
+* The same overlap built properly (not merged): one worker process steps all 8 copies and
+  sends back the batched step tuple (60 us to pickle and unpickle), ``step_async`` /
+  ``step_wait`` on the vector env, and the loop draws the update's rows as after the add
+  and runs the update while the copies step whenever no row is one the add writes (results
+  bit-identical to the sequential loop, also with a wrapping buffer). Per vector step,
+  57,344 steps, alternated: sending the actions 0.10 ms (62 us alone, 8 of them pickling:
+  the pipe write that wakes the sleeping worker; a worker spinning on its pipe instead
+  still paid 70-100 us), receiving 0.22 ms on average (14% of updates draw a row being
+  written and wait for the whole step), against 0.53-0.63 ms to step in process; the update
+  3.61 ms with the worker running vs 3.40 / 3.87 ms without. Wall time per vector step
+  4.40 / 4.41 ms vs 4.35 / 5.00 in process: no gain beyond this host's noise. On
+  ``simple_tag_v3`` (env step 2.3-2.5 ms) 9.85 / 11.17 vs 11.19 / 10.26 ms: the same.
+* ``torch.compile`` (inductor, CPU) of one twin-critic stack's forward, loss and
+  backward: 20 s to compile, then 600 vs 654 us per call (8%). The compile alone is half
+  of the full MATD3 budget's run here, and each architecture mutation compiles again.
 """
 
 from __future__ import annotations

@@ -110,3 +110,55 @@ def test_replay_buffer_section_is_checked_against_memory_and_its_flags() -> None
             strategy.loop_kwargs(spec, flagged, envs, device="cpu")
     finally:
         envs.close()
+
+
+def test_a_budget_shorter_than_one_ippo_rollout_is_refused_before_anything_is_written(
+    tmp_path,
+) -> None:
+    """The loop starts whole rollouts only: max_steps under one rollout used to train
+    nothing and report ``completed`` with no fitness."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from agilerl.arena.models.errors import ConfigError
+    from agilerl.launch.preflight import preflight
+
+    def manifest(max_steps: int, learn_step: int = 2048) -> TrainingManifest:
+        return TrainingManifest.from_dict(
+            {
+                "algorithm": {"name": "IPPO", "learn_step": learn_step},
+                "environment": {
+                    "env_type": "pettingzoo",
+                    "name": "mpe2.simple_speaker_listener_v4",
+                    "num_envs": 8,
+                },
+                "training": {"max_steps": max_steps, "evo_steps": 512},
+            }
+        )
+
+    with pytest.raises(ConfigError, match=r"algorithm\.learn_step: one IPPO rollout is 2,048"):
+        preflight(manifest(1024))
+    preflight(manifest(2048))  # exactly one rollout trains
+    preflight(manifest(1024, learn_step=1030))  # 128 vector steps of 8: 1,024 env steps
+
+    repo = Path(__file__).resolve().parents[2]
+    run = tmp_path / "run"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(repo / "train.py"),
+            "algorithm=ippo",
+            "env=mpe_simple_speaker_listener",
+            "training.max_steps=1024",
+            "training.evo_steps=512",
+            f"run_dir={run}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "raise training.max_steps to at least 2,048" in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr
+    assert not run.exists()
