@@ -46,18 +46,22 @@ def _hooks(run: RunContext, target: float | None, save_memory: bool) -> tuple[An
 
     def log(row: dict[str, Any]) -> None:
         steps = int(row["env_steps"])
+        wall = round(run.elapsed(), 3)
         rows = []
         for slot, fitness in enumerate(row["fitness"]):
             record: dict[str, Any] = {
                 "step": steps,
+                "agent_steps": row["agent_steps"][slot],
+                "wall_seconds": wall,
                 "generation": row["generation"],
-                "agent": slot,
+                "agent": row["index"][slot],
                 "fitness": fitness,
+                **row["eval_stats"][slot],
                 "train_return": row["mean_score"][slot],
+                **row["losses"][slot],
+                **row["hyperparameters"][slot],
             }
-            for agent_id, value in (row["per_agent_fitness"] or [{}] * len(row["fitness"]))[
-                slot
-            ].items():
+            for agent_id, value in row["per_agent_fitness"][slot].items():
                 record[f"fitness_{agent_id}"] = value
             rows.append(record)
             if math.isfinite(fitness) and fitness > state["best"]:
@@ -70,8 +74,22 @@ def _hooks(run: RunContext, target: float | None, save_memory: bool) -> tuple[An
         if run.run_dir is not None and row.get("lineage"):
             run.run_dir.append_lineage(row["lineage"])
         if run.sinks is not None and rows:
+            for record in rows:  # as the single-agent loops: agent_<index>/<metric>
+                run.sinks.log(
+                    {
+                        f"agent_{record['agent']}/{k}": float(v)
+                        for k, v in record.items()
+                        if isinstance(v, int | float)
+                        and v is not None
+                        and k not in ("step", "agent")
+                    },
+                    steps,
+                )
             best = max(rows, key=lambda r: r["fitness"])
-            run.sinks.log({"eval/fitness": best["fitness"]}, steps)
+            run.sinks.log(
+                {"eval/fitness": best["fitness"], "population/best_fitness": best["fitness"]},
+                steps,
+            )
         if run.progress is not None:
             run.progress.update(steps, max(row["fitness"]) if row["fitness"] else None)
 

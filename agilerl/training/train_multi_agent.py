@@ -35,6 +35,7 @@ from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
 from agilerl.envs.pettingzoo import PettingZooVectorEnv
 from agilerl.hpo.mutation import generator_from_state, generator_state
 from agilerl.hpo.tournament import TournamentSelection
+from agilerl.training.evaluation import episode_stats
 from agilerl.training.results import LoopResult
 
 __all__ = [
@@ -132,6 +133,36 @@ class EpisodeTracker:
         return finished
 
 
+def evaluate_multi_agent_episodes(
+    agent: MultiAgentAlgorithm,
+    env: PettingZooVectorEnv,
+    *,
+    loop: int = 1,
+    seed: int | None = None,
+    greedy: bool = True,
+) -> list[dict[str, float]]:
+    """The first ``loop`` episodes of every env copy: each episode's return per agent id."""
+    obs, _ = env.reset(seed=seed)
+    tracker = EpisodeTracker(env.agents, env.num_envs)
+    counts = np.zeros(env.num_envs, dtype=np.int64)
+    episodes: list[dict[str, float]] = []
+    with torch.no_grad():
+        while (counts < loop).any():
+            obs, rewards, _, _, info = env.step(agent.act(obs, greedy=greedy))
+            done = info["episode_done"]
+            keep = done & (counts < loop)
+            for i, ep in zip(np.flatnonzero(done), tracker.step(rewards, done), strict=True):
+                if keep[i]:
+                    episodes.append(ep)
+            counts += done
+    return episodes
+
+
+def _episode_score(episode: Mapping[str, float], sum_scores: bool) -> float:
+    total = float(sum(episode.values()))
+    return total if sum_scores else total / len(episode)
+
+
 def evaluate_multi_agent(
     agent: MultiAgentAlgorithm,
     env: PettingZooVectorEnv,
@@ -157,22 +188,9 @@ def evaluate_multi_agent(
     Returns:
         ``(fitness, {agent_id: mean return})``.
     """
-    obs, _ = env.reset(seed=seed)
-    tracker = EpisodeTracker(env.agents, env.num_envs)
-    counts = np.zeros(env.num_envs, dtype=np.int64)
-    episodes: list[dict[str, float]] = []
-    with torch.no_grad():
-        while (counts < loop).any():
-            obs, rewards, _, _, info = env.step(agent.act(obs, greedy=greedy))
-            done = info["episode_done"]
-            keep = done & (counts < loop)
-            for i, ep in zip(np.flatnonzero(done), tracker.step(rewards, done), strict=True):
-                if keep[i]:
-                    episodes.append(ep)
-            counts += done
+    episodes = evaluate_multi_agent_episodes(agent, env, loop=loop, seed=seed, greedy=greedy)
     per_agent = {a: float(np.mean([ep[a] for ep in episodes])) for a in env.agents}
-    total = float(sum(per_agent.values()))
-    fitness = total if sum_scores else total / len(per_agent)
+    fitness = _episode_score(per_agent, sum_scores)
     if record:
         agent.fitness.append(fitness)
     return fitness, per_agent
@@ -310,6 +328,7 @@ class _Schedule:
         self.on_generation = on_generation
         self.generation = 0
         self.gen_scores: dict[int, list[float]] = {}
+        self.gen_losses: dict[int, dict[str, list[float]]] = {}
         self.credits = [0.0] * len(population)
         self.resumed = resume is not None
         if resume is not None:
@@ -350,29 +369,50 @@ class _Schedule:
         self.result.episodes.setdefault(agent.index, []).append((agent.steps, total, per_agent))
         self.gen_scores.setdefault(agent.index, []).append(total)
 
+    def learned(self, agent: MultiAgentAlgorithm, losses: Mapping[str, float]) -> None:
+        """Note one update's losses (their generation means go to the metrics)."""
+        table = self.gen_losses.setdefault(agent.index, {})
+        for name, value in losses.items():
+            if isinstance(value, int | float) and math.isfinite(value):
+                table.setdefault(name, []).append(float(value))
+
     def end_generation(self) -> None:
         population = self.result.population
-        fitness, per_agent = [], []
+        fitness, per_agent, eval_stats = [], [], []
         if self.eval_env is not None:
             for agent in population:
-                f, p = evaluate_multi_agent(
+                episodes = evaluate_multi_agent_episodes(
                     agent,
                     self.eval_env,
                     loop=self.eval_loop,
-                    sum_scores=self.sum_scores,
                     seed=self.seed + 10_000 + self.generation,
                 )
-                fitness.append(f)
-                per_agent.append(p)
+                ids = self.eval_env.agents
+                means = {a: float(np.mean([ep[a] for ep in episodes])) for a in ids}
+                score = _episode_score(means, self.sum_scores)
+                agent.fitness.append(score)
+                fitness.append(score)
+                per_agent.append(means)
+                eval_stats.append(
+                    episode_stats([_episode_score(ep, self.sum_scores) for ep in episodes])
+                )
         row: dict[str, Any] = {
             "generation": self.generation,
             "env_steps": self.result.env_steps,
+            "index": [a.index for a in population],
+            "agent_steps": [int(a.steps) for a in population],
             "fitness": fitness,
+            "eval_stats": eval_stats,
             "per_agent_fitness": per_agent,
             "mean_score": [
                 float(np.mean(self.gen_scores[a.index])) if self.gen_scores.get(a.index) else None
                 for a in population
             ],
+            "losses": [
+                {k: float(np.mean(v)) for k, v in self.gen_losses.get(a.index, {}).items()}
+                for a in population
+            ],
+            "hyperparameters": [_live_hyperparameters(a) for a in population],
             "mutations": [],
         }
         for values in (row["fitness"], row["mean_score"]):
@@ -413,6 +453,7 @@ class _Schedule:
             self.on_generation(self.result)
         self.generation += 1
         self.gen_scores = {}
+        self.gen_losses = {}
 
 
 def _lineage_rows(
@@ -426,8 +467,6 @@ def _lineage_rows(
     """One ``hpo.csv`` row per new member: its parent, mutation and live hyperparameters."""
     rows = []
     for agent, link, mutation in zip(population, lineage, mutations, strict=True):
-        spec = agent.spec
-        fields = type(spec).model_fields
         rows.append(
             {
                 "generation": generation,
@@ -438,14 +477,17 @@ def _lineage_rows(
                 "parent_fitness": parent_fitness.get(link["parent"]),
                 "mutation": mutation or "None",
                 "detail": "",
-                **{
-                    f"hp_{name}": getattr(spec, name)
-                    for name in type(spec).hpo_ranges
-                    if name in fields
-                },
+                **_live_hyperparameters(agent),
             }
         )
     return rows
+
+
+def _live_hyperparameters(agent: MultiAgentAlgorithm) -> dict[str, Any]:
+    """The spec's tunable settings (its ``hpo_ranges``) as ``hp_<name>`` columns."""
+    spec = agent.spec
+    fields = type(spec).model_fields
+    return {f"hp_{n}": getattr(spec, n) for n in type(spec).hpo_ranges if n in fields}
 
 
 def _rollout_steps(agent: IPPO, num_envs: int) -> int:
@@ -583,7 +625,7 @@ def train_multi_agent_on_policy(
                 if schedule.stop_now():
                     return schedule.result
                 rollout, obs = _collect_ippo(agent, venv, obs, tracker, schedule)
-                agent.learn(rollout)
+                schedule.learned(agent, agent.learn(rollout))
         schedule.end_generation()
         if schedule.stop_after_generation():
             break
@@ -712,7 +754,7 @@ def train_multi_agent_off_policy(
                 if len(memory) >= max(learning_delay, agent.spec.batch_size):
                     credits[slot] += venv.num_envs / agent.spec.learn_step
                     while credits[slot] >= 1.0:
-                        agent.learn(memory.sample(agent.spec.batch_size))
+                        schedule.learned(agent, agent.learn(memory.sample(agent.spec.batch_size)))
                         credits[slot] -= 1.0
         schedule.end_generation()
         if schedule.stop_after_generation():

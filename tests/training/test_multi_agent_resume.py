@@ -62,9 +62,43 @@ def _train(manifest: TrainingManifest, run: Path, **options: Any) -> dict[str, A
     return json.loads((run / "summary.json").read_text())
 
 
-def _metrics(run: Path) -> list[tuple[str, ...]]:
-    columns = ("step", "generation", "agent", "fitness", "train_return")
-    return [tuple(r[c] for c in columns) for r in csv.DictReader((run / "metrics.csv").open())]
+def _metrics(run: Path) -> list[dict[str, str]]:
+    """Every metrics.csv column but the wall time (losses and hyperparameters included)."""
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+    for row in rows:
+        row.pop("wall_seconds")
+    return rows
+
+
+def test_run_directory_has_the_single_agent_columns_and_the_lineage(tmp_path: Path) -> None:
+    """metrics.csv as the README lists it (wall time, eval std and episodes, losses,
+    live hyperparameters) plus per-agent fitness, and hpo.csv for an evolving population."""
+    torch.set_num_threads(1)
+    algorithm = {"name": "MATD3", "batch_size": 16, "learn_step": 4}
+    run = tmp_path / "run"
+    _train(_manifest(algorithm, continuous=True, learning_delay=30), run)
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+    assert len(rows) == 8
+    for column in (
+        "agent_steps",
+        "wall_seconds",
+        "eval_std",
+        "eval_episodes",
+        "critic_loss",
+        "actor_loss",
+        "hp_lr_actor",
+        "hp_batch_size",
+        "fitness_speaker_0",
+        "fitness_listener_0",
+    ):
+        assert column in rows[0], column
+    assert all(float(r["critic_loss"]) >= 0 and int(r["eval_episodes"]) == 2 for r in rows)
+    assert [int(r["agent_steps"]) for r in rows[:2]] == [50, 50]
+    lineage = list(csv.DictReader((run / "hpo.csv").open()))
+    # one row per member per generation (each evolves, so a resumed run continues exactly)
+    assert len(lineage) == 8 and {r["generation"] for r in lineage} == {"0", "1", "2", "3"}
+    members = {int(r["index"]) for r in lineage}
+    assert {int(r["agent"]) for r in rows} <= members | {0, 1}
 
 
 def _final_agents(run: Path) -> list[dict[str, Any]]:
