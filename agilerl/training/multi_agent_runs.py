@@ -132,12 +132,13 @@ def _result(result: MultiAgentTrainResult, state: dict[str, Any], run: RunContex
     return loop_result
 
 
-def _mutation_kwargs(mutation: Any) -> dict[str, float]:
+def _mutation_kwargs(mutation: Any) -> dict[str, Any]:
     """The loops' mutation settings from the trainer's :class:`~agilerl.hpo.Mutations`.
 
     Members mutate an RL hyperparameter with the share of ``rl_hp_mut``, and
     the others their networks so that ``arch_mut``'s share of all members is
-    edited (parameter noise and activation changes do not apply here).
+    edited (parameter noise and activation changes do not apply here); the
+    elite is kept unchanged unless ``mutate_elite``.
     """
     if mutation is None:
         return {"mutation_probability": 0.0}
@@ -148,6 +149,7 @@ def _mutation_kwargs(mutation: Any) -> dict[str, float]:
         "mutation_probability": rl,
         "architecture_probability": arch / (1.0 - rl) if rl < 1.0 else 0.0,
         "new_layer": float(getattr(mutation, "new_layer", 0.2)),
+        "mutate_elite": bool(getattr(mutation, "mutate_elite", False)),
     }
 
 

@@ -201,10 +201,12 @@ def mutate_hyperparameters(
     rng: np.random.Generator,
     probability: float = 0.5,
     names: Sequence[str] | None = None,
+    keep: Sequence[bool] | None = None,
 ) -> list[str | None]:
     """Scale one RL hyperparameter of some members by its grow/shrink factor.
 
-    Each member mutates with ``probability``: one name drawn from the spec's
+    Each member (but those ``keep`` marks: the elite, incumbents that kept
+    their place) mutates with ``probability``: one name drawn from the spec's
     ``hpo_ranges`` that is also a spec field (or from ``names``) is multiplied
     by the grow or shrink factor, clamped to its range (widened to include the
     current value), integers rounded, and
@@ -214,11 +216,11 @@ def mutate_hyperparameters(
         The mutation applied to each member (``"lr_actor"``, ...) or ``None``.
     """
     applied: list[str | None] = []
-    for agent in population:
+    for agent, kept in zip(population, keep or [False] * len(population), strict=True):
         ranges = type(agent.spec).hpo_ranges
         fields = type(agent.spec).model_fields
         pool = [n for n in (names or ranges) if n in ranges and n in fields]
-        if not pool or rng.random() >= probability:
+        if kept or not pool or rng.random() >= probability:
             agent.mut = None
             applied.append(None)
             continue
@@ -242,6 +244,7 @@ def mutate_architectures(
     probability: float,
     new_layer: float = 0.2,
     skip: Sequence[str | None] | None = None,
+    keep: Sequence[bool] | None = None,
 ) -> tuple[list[MultiAgentAlgorithm], list[str | None]]:
     """Edit one group's networks of some members (:mod:`agilerl.hpo.group_architecture`).
 
@@ -252,6 +255,7 @@ def mutate_architectures(
         new_layer: Chance a depth edit is tried before a width edit.
         skip: Per member, a mutation already applied this generation (``None``: none);
             those members are left alone.
+        keep: Per member, whether it is left unchanged (the elite, an incumbent).
 
     Returns:
         The members (edited ones rebuilt) and ``"arch: <group>: <edit>"`` or ``None`` each.
@@ -259,8 +263,9 @@ def mutate_architectures(
     from agilerl.hpo.group_architecture import mutate_group_architecture
 
     out, labels = [], []
-    for agent, done in zip(population, skip or [None] * len(population), strict=True):
-        if done is not None or rng.random() >= probability:
+    n = len(population)
+    for agent, done, kept in zip(population, skip or [None] * n, keep or [False] * n, strict=True):
+        if kept or done is not None or rng.random() >= probability:
             out.append(agent)
             labels.append(done)
             continue
@@ -309,6 +314,7 @@ class _Schedule:
         seed: int,
         architecture_probability: float = 0.0,
         new_layer: float = 0.2,
+        mutate_elite: bool = False,
         log: Logger | None,
         on_generation: GenerationHook | None = None,
         resume: Mapping[str, Any] | None = None,
@@ -322,6 +328,7 @@ class _Schedule:
         self.mutation_probability = mutation_probability
         self.architecture_probability = architecture_probability
         self.new_layer = new_layer
+        self.mutate_elite = mutate_elite
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         self.log = log
@@ -420,8 +427,14 @@ class _Schedule:
                 raise FloatingPointError(f"non-finite score in generation {self.generation}: {row}")
         if self.tournament is not None and fitness:
             _, new_population, lineage = self.tournament.select(population)
+            # the elite (unless mutate_elite) and incumbents that kept their place stay as
+            # they are, as in the single-agent loops
+            keep = [
+                (not self.mutate_elite) if link.get("elite") else link["parent"] == link["index"]
+                for link in lineage
+            ]
             row["mutations"] = mutate_hyperparameters(
-                new_population, self.rng, self.mutation_probability
+                new_population, self.rng, self.mutation_probability, keep=keep
             )
             if self.architecture_probability > 0:
                 new_population, row["mutations"] = mutate_architectures(
@@ -430,6 +443,7 @@ class _Schedule:
                     self.architecture_probability,
                     self.new_layer,
                     skip=row["mutations"],
+                    keep=keep,
                 )
             row["lineage"] = _lineage_rows(
                 self.generation,
@@ -476,7 +490,7 @@ def _lineage_rows(
                 "elite": bool(link.get("elite", False)),
                 "parent_fitness": parent_fitness.get(link["parent"]),
                 "mutation": mutation or "None",
-                "detail": "",
+                "detail": "elite kept" if link.get("elite") and mutation is None else "",
                 **_live_hyperparameters(agent),
             }
         )
@@ -557,6 +571,7 @@ def train_multi_agent_on_policy(
     mutation_probability: float = 0.5,
     architecture_probability: float = 0.0,
     new_layer: float = 0.2,
+    mutate_elite: bool = False,
     seed: int = 0,
     log: Logger | None = None,
     on_generation: GenerationHook | None = None,
@@ -580,6 +595,7 @@ def train_multi_agent_on_policy(
         architecture_probability: Chance a member that did not is given an
             architecture edit of one group's networks.
         new_layer: Chance such an edit tries depth before width.
+        mutate_elite: Mutate the elite too (by default it is kept unchanged).
         seed: Seeds torch, env resets and the mutation generator.
         log: Called with each generation's history row.
         on_generation: Called with the result after each generation's evolution.
@@ -602,6 +618,7 @@ def train_multi_agent_on_policy(
         mutation_probability=mutation_probability,
         architecture_probability=architecture_probability,
         new_layer=new_layer,
+        mutate_elite=mutate_elite,
         seed=seed,
         log=log,
         on_generation=on_generation,
@@ -666,6 +683,7 @@ def train_multi_agent_off_policy(
     mutation_probability: float = 0.5,
     architecture_probability: float = 0.0,
     new_layer: float = 0.2,
+    mutate_elite: bool = False,
     seed: int = 0,
     log: Logger | None = None,
     on_generation: GenerationHook | None = None,
@@ -692,6 +710,7 @@ def train_multi_agent_off_policy(
         architecture_probability: Chance a member that did not is given an
             architecture edit of one group's networks.
         new_layer: Chance such an edit tries depth before width.
+        mutate_elite: Mutate the elite too (by default it is kept unchanged).
         seed: Seeds torch, env resets, the buffer and the mutation generator.
         log: Called with each generation's history row.
         on_generation: Called with the result after each generation's evolution.
@@ -712,6 +731,7 @@ def train_multi_agent_off_policy(
         mutation_probability=mutation_probability,
         architecture_probability=architecture_probability,
         new_layer=new_layer,
+        mutate_elite=mutate_elite,
         seed=seed,
         log=log,
         on_generation=on_generation,

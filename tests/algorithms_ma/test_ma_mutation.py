@@ -115,8 +115,12 @@ def test_the_loop_evolves_group_networks_and_keeps_training() -> None:
         architecture_probability=1.0,
         seed=2,
     )
-    labels = [m for row in result.history for m in row["mutations"]]
+    # the elite (first of each new population) is kept as it is (mutate_elite is off)
+    assert result.history and all(row["mutations"][0] is None for row in result.history)
+    labels = [m for row in result.history for m in row["mutations"][1:]]
     assert labels and all(m is not None and m.startswith("arch: ") for m in labels)
+    elites = [row["lineage"][0] for row in result.history]
+    assert all(e["elite"] and e["detail"] == "elite kept" for e in elites)
     assert any(group_net_configs(a) != before[0] for a in result.population)
     for row in result.history:
         assert all(math.isfinite(f) for f in row["fitness"])
@@ -124,3 +128,24 @@ def test_the_loop_evolves_group_networks_and_keeps_training() -> None:
         assert agent.steps == 150
         assert all(torch.isfinite(p).all() for net in agent.nets.values() for p in net.parameters())
     env.close()
+
+
+def test_mutate_elite_mutates_the_elite_too() -> None:
+    env = make_vector_env(SL, {"continuous_actions": True}, num_envs=2)
+    torch.manual_seed(0)
+    spec = MATD3Spec(net_config=NET, batch_size=16, learn_step=8)
+    agents = [MATD3(spec, env.observation_spaces, env.action_spaces, index=i) for i in range(2)]
+    result = train_multi_agent_off_policy(
+        agents,
+        env,
+        max_steps=100,
+        evo_steps=50,
+        learning_delay=20,
+        eval_env=env,
+        tournament=TournamentSelection(2, True, 2, rng=np.random.default_rng(0)),
+        mutation_probability=1.0,
+        mutate_elite=True,
+        seed=2,
+    )
+    env.close()
+    assert all(m is not None for row in result.history for m in row["mutations"])
