@@ -73,6 +73,8 @@ def _hooks(run: RunContext, target: float | None, save_memory: bool) -> tuple[An
             run.run_dir.append_metrics(rows)
         if run.run_dir is not None and row.get("lineage"):
             run.run_dir.append_lineage(row["lineage"])
+        if run.progress is not None and row.get("lineage"):
+            run.progress.population(row["generation"], row["lineage"])
         if run.sinks is not None and rows:
             for record in rows:  # as the single-agent loops: agent_<index>/<metric>
                 run.sinks.log(
