@@ -102,17 +102,25 @@ class OfflineDataset:
         """Complete episodes (terminated or truncated)."""
         return int(self.terminated.sum() + self.truncated.sum())
 
+    def check_fits(self, max_size: int) -> None:
+        """Refuse a replay capacity smaller than the dataset.
+
+        Raises:
+            ConfigError: Naming ``replay_buffer.max_size`` and the size it needs.
+        """
+        if max_size < len(self):
+            raise ConfigError(
+                f"replay_buffer.max_size: {max_size:,} is smaller than the dataset "
+                f"{self.source} ({len(self):,} transitions); set max_size >= {len(self)}"
+            )
+
     def fill(self, memory: Any) -> None:
         """Add every transition to ``memory`` (a replay buffer) in one vectorised call.
 
         Raises:
             ConfigError: If the buffer is smaller than the dataset.
         """
-        if memory.max_size < len(self):
-            raise ConfigError(
-                f"replay_buffer.max_size: {memory.max_size:,} is smaller than the dataset "
-                f"{self.source} ({len(self):,} transitions); set max_size >= {len(self)}"
-            )
+        self.check_fits(memory.max_size)
         memory.add(
             self.obs,
             self.action,
@@ -228,12 +236,14 @@ def _read_mdp_arrays(path: Path) -> dict[str, np.ndarray]:
     return arrays
 
 
-def load_mdp_file(path: str | Path) -> OfflineDataset:
-    """Read an MDP file (HDF5 or ``.npz``, layout in the module docstring).
+MDP_SUFFIXES = (".h5", ".hdf5", ".npz")
+
+
+def check_mdp_path(path: str | Path) -> Path:
+    """``path`` as a :class:`~pathlib.Path`, once it names an existing MDP file.
 
     Raises:
-        ConfigError: If the file is missing, of another format, lacks a key,
-            or its arrays disagree in length.
+        ConfigError: If the file is missing or not HDF5/``.npz``.
     """
     path = Path(path)
     if not path.is_file():
@@ -241,6 +251,19 @@ def load_mdp_file(path: str | Path) -> OfflineDataset:
             f"environment.dataset_path: {path} does not exist; record one with "
             f"python scripts/make_offline_dataset.py --out {path}"
         )
+    if path.suffix not in MDP_SUFFIXES:
+        raise ConfigError(f"environment.dataset_path: {path} is neither HDF5 (.h5/.hdf5) nor .npz")
+    return path
+
+
+def load_mdp_file(path: str | Path) -> OfflineDataset:
+    """Read an MDP file (HDF5 or ``.npz``, layout in the module docstring).
+
+    Raises:
+        ConfigError: If the file is missing, of another format, lacks a key,
+            or its arrays disagree in length.
+    """
+    path = check_mdp_path(path)
     arrays = _read_mdp_arrays(path)
     obs = arrays["observations"]
     n = len(obs)

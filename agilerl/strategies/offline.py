@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from agilerl.arena.models.algorithms import AlgorithmSpec
 from agilerl.arena.models.env import EnvSpecBase
-from agilerl.arena.models.training import TrainingSpec
+from agilerl.arena.models.training import ReplayBufferSpec, TrainingSpec
 from agilerl.strategies.base import EnvSetup, TrainingLoop, rl_trainer_kwargs
 from agilerl.strategies.single_agent import GymVectorEnvStrategy, make_memories
 
@@ -26,14 +26,43 @@ class OfflineStrategy(GymVectorEnvStrategy):
         "agilerl.training.train_offline:train_offline"
     )
 
+    def check(self, manifest: TrainingManifest) -> None:
+        """Refuse a ``dataset_path`` that is missing or not an MDP file, before anything is written.
+
+        Raises:
+            ConfigError: Naming the path and how to record a dataset.
+        """
+        from agilerl.envs.offline import check_mdp_path
+
+        path = getattr(manifest.environment, "dataset_path", None)
+        if path is not None:
+            check_mdp_path(path)
+
     def loop_kwargs(
         self, spec: AlgorithmSpec, manifest: TrainingManifest, envs: EnvSetup, *, device: str
     ) -> dict[str, Any]:
-        """The trainer kwargs with the (dataset-sized) replay memory."""
-        memory, _ = make_memories(spec, manifest, envs, device=device)
-        return self.get_trainer_kwargs(
-            spec, training=manifest.training, env_spec=manifest.environment, memory=memory
+        """The trainer kwargs with the dataset, read once, and its replay memory.
+
+        Without a ``replay_buffer`` section the memory holds exactly the dataset.
+        """
+        from agilerl.envs.offline import load_offline_dataset
+
+        env_spec = manifest.environment
+        dataset = load_offline_dataset(
+            minari_dataset_id=getattr(env_spec, "minari_dataset_id", None),
+            dataset_path=getattr(env_spec, "dataset_path", None),
+            remote=getattr(env_spec, "remote", False),
         )
+        if manifest.replay_buffer is None:
+            sized = ReplayBufferSpec(max_size=max(1, len(dataset)))
+            manifest = manifest.model_copy(update={"replay_buffer": sized})
+        dataset.check_fits(manifest.replay_buffer.max_size)  # before the run writes metrics
+        memory, _ = make_memories(spec, manifest, envs, device=device)
+        kwargs = self.get_trainer_kwargs(
+            spec, training=manifest.training, env_spec=env_spec, memory=memory
+        )
+        kwargs["dataset"] = dataset
+        return kwargs
 
     def get_trainer_kwargs(
         self,

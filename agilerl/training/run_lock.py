@@ -105,8 +105,8 @@ def claim_run_dir(path: str | Path) -> Iterator[Path]:
     """Check ``path`` is a (new or our) run directory, then hold its lock.
 
     Re-entrant within one process (the launcher and the trainer both claim it). A
-    directory this claim created is removed again if the run wrote nothing into it
-    (it failed before starting).
+    directory this claim created is removed again if the run stopped before it
+    trained (nothing in it but the lock, the marker and the manifest it was given).
 
     Raises:
         ConfigError: If the directory is not a run of ours, or another process holds it.
@@ -119,10 +119,13 @@ def claim_run_dir(path: str | Path) -> Iterator[Path]:
         yield folder
     finally:
         _release(folder)
-        if created and {e.name for e in folder.iterdir()} <= {LOCK_FILE}:
-            (folder / LOCK_FILE).unlink(missing_ok=True)
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+        if created and folder.resolve() not in _held:
+            names = {e.name for e in folder.iterdir()}
+            if names <= {LOCK_FILE, MARKER_FILE, "manifest.yaml"}:
+                for name in names:
+                    (folder / name).unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
 
 
 def mark_run_dir(path: str | Path, **info: object) -> None:

@@ -214,3 +214,44 @@ def test_train_offline_refuses_a_dataset_from_another_env(small_dataset) -> None
     with pytest.raises(ConfigError, match="observations of shape"):
         train_offline([agent], env, "Acrobot-v1", "CQN", memory=_memory(), dataset=small_dataset)
     env.close()
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _train_py(tmp_path: Path, *overrides: str) -> tuple[int, str]:
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, str(REPO / "train.py"), "algorithm=cqn", "env=cartpole_offline",
+         "training.max_steps=200", "training.evo_steps=100", "training.eval_loop=1", *overrides],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_a_missing_or_foreign_dataset_file_is_refused_before_anything_is_written(tmp_path) -> None:
+    run = tmp_path / "run"
+    code, out = _train_py(tmp_path, f"environment.dataset_path={tmp_path / 'none.npz'}",
+                          f"run_dir={run}")  # fmt: skip
+    assert code == 2 and "none.npz does not exist; record one with" in out
+    assert "Traceback" not in out and not run.exists()
+    (tmp_path / "data.csv").write_text("obs,action\n")
+    code, out = _train_py(tmp_path, f"environment.dataset_path={tmp_path / 'data.csv'}",
+                          "dry_run=true")  # fmt: skip
+    assert code == 2 and "data.csv is neither HDF5 (.h5/.hdf5) nor .npz" in out
+
+
+def test_the_replay_memory_is_the_dataset_unless_a_section_sizes_it(tmp_path) -> None:
+    data = tmp_path / "small.npz"
+    make_dataset(steps=500, epsilon=0.5, seed=1, out=data)
+    run = tmp_path / "run"
+    code, out = _train_py(tmp_path, f"environment.dataset_path={data}", f"run_dir={run}")
+    assert code == 0, out
+    assert "no replay_buffer section" not in out  # sized to the dataset, nothing to warn about
+    assert "dataset_size" in (run / "metrics.csv").read_text().splitlines()[0]
+    small = tmp_path / "small_run"
+    code, out = _train_py(tmp_path, f"environment.dataset_path={data}", f"run_dir={small}",
+                          "replay_buffer=standard", "replay_buffer.max_size=100")  # fmt: skip
+    assert code == 2 and "replay_buffer.max_size: 100 is smaller than the dataset" in out
+    assert not small.exists()  # the run stopped before training: the directory it made is gone

@@ -133,3 +133,27 @@ def test_17_6_runs_are_named_after_the_manifest_and_leave_no_empty_dirs(tmp_path
     resumed = train(f"resume={elsewhere}", "training.max_steps=128", cwd=fresh)
     assert resumed.returncode == 0, resumed.stderr
     assert list(fresh.iterdir()) == []  # no empty runs/<date>/<time>_... directories
+
+
+def test_a_run_stopped_before_training_removes_only_a_directory_it_made(tmp_path: Path) -> None:
+    """A start-up error after the run directory is claimed (a replay buffer too small for
+    the offline dataset, found when the dataset is read) leaves nothing behind, unless the
+    directory was there before: then it is left as it was, with the manifest written."""
+    from agilerl.training.run_lock import MARKER_FILE, claim_run_dir, mark_run_dir
+
+    made = tmp_path / "made"
+    with pytest.raises(RuntimeError), claim_run_dir(made):
+        mark_run_dir(made)
+        (made / "manifest.yaml").write_text("algorithm: {}\n")
+        raise RuntimeError("stopped while building the population")
+    assert not made.exists()
+    given = tmp_path / "given"
+    given.mkdir()
+    with pytest.raises(RuntimeError), claim_run_dir(given):
+        mark_run_dir(given)
+        raise RuntimeError("stopped")
+    assert given.is_dir() and (given / MARKER_FILE).exists()
+    trained = tmp_path / "trained"
+    with claim_run_dir(trained):
+        (trained / "metrics.csv").write_text("step\n")
+    assert (trained / "metrics.csv").exists()
