@@ -68,8 +68,9 @@ def preflight(
         device: The run's torch device.
         trust_code: The run's opt-in to code named by the manifest.
         source: The file or command named in errors.
-        check_devices: Check the device exists on this machine (off when submitting
-            to a scheduler: a login node may have no GPU; the job checks on its node).
+        check_devices: Check the device and the files the run reads exist on this
+            machine (off when submitting to a scheduler: a login node may have no GPU;
+            the job checks on its node).
 
     Returns:
         The fields that run code (allowed by ``trust_code``).
@@ -87,5 +88,5 @@ def preflight(
         check_wrappers(manifest.environment)
     from agilerl.strategies import strategy_for
 
-    strategy_for(type(manifest.algorithm)).check(manifest)
+    strategy_for(type(manifest.algorithm)).check(manifest, local=check_devices)
     return fields

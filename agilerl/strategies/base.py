@@ -154,13 +154,18 @@ class TrainingStrategy(ABC):
             return algo_cls.unsupported_reason(spec)
         return None
 
-    def check(self, manifest: TrainingManifest) -> None:
+    def check(self, manifest: TrainingManifest, *, local: bool = True) -> None:
         """Refuse a valid manifest that this paradigm could not train usefully.
 
         Runs in :func:`~agilerl.launch.preflight.preflight` (dry runs,
         ``agilerl validate``, :class:`~agilerl.trainer.LocalTrainer`), before
         anything is written; checks only a paradigm knows (e.g. one on-policy
         rollout longer than the whole budget). The default has none.
+
+        Args:
+            manifest: The validated manifest.
+            local: The run happens on this machine, so the files it names can be
+                checked here (``False`` when a job is submitted to a scheduler).
 
         Raises:
             ConfigError: Naming the field and the fix.

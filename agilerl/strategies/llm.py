@@ -27,11 +27,40 @@ _IGNORED_BY_LLM_LOOPS = (
 )
 
 
+def model_path(spec: AlgorithmSpec) -> Path:
+    """``spec.pretrained_model_name_or_path`` as a path, once a local one is known to exist.
+
+    An absolute path, or one under ``models/`` or starting with ``.`` (relative to
+    the working directory), must exist; any other name may be a cached hub model
+    and is left to the loader.
+
+    Raises:
+        ConfigError: Naming ``network.pretrained_model_name_or_path`` and the fix.
+    """
+    name = getattr(spec, "pretrained_model_name_or_path", None) or ""
+    path = Path(name)  # (Path drops a leading "./": the prefix is read from the name)
+    if not path.exists() and (path.is_absolute() or name.startswith(("models", "."))):
+        raise ConfigError(
+            f"network.pretrained_model_name_or_path: {name} does not exist; build the "
+            "tiny model with python scripts/make_tiny_llm.py or point at a local model folder"
+        )
+    return path
+
+
 class LLMStrategy(TrainingStrategy):
     """Shared orchestration for the LLM fine-tuning loops."""
 
     takes_epochs: ClassVar[bool] = False
     requires: ClassVar[tuple[str, ...]] = ("transformers", "peft")
+
+    def check(self, manifest: TrainingManifest, *, local: bool = True) -> None:
+        """Refuse a local model path that does not exist (dry runs and validate too).
+
+        Raises:
+            ConfigError: Naming ``network.pretrained_model_name_or_path``.
+        """
+        if local:
+            model_path(manifest.algorithm)
 
     def get_trainer_kwargs(
         self,
@@ -110,12 +139,7 @@ class LLMRolloutStrategy(LLMStrategy):
             ) from None
         spec = manifest.algorithm
         check_rollout_engine(spec, manifest.training)
-        path = Path(spec.pretrained_model_name_or_path or "")
-        if not path.exists() and (path.is_absolute() or str(path).startswith(("models", "."))):
-            raise ConfigError(
-                f"network.pretrained_model_name_or_path: {path} does not exist; build the "
-                "tiny model with python scripts/make_tiny_llm.py or point at a local model folder"
-            )
+        path = model_path(spec)
         tokenizer = load_tokenizer(path, padding_side="left")
         env = load_rollout_env(
             manifest.environment,
@@ -235,12 +259,7 @@ class LLMDatasetStrategy(LLMStrategy):
                 "missing): pip install -e '.[llm]'"
             ) from None
         spec = manifest.algorithm
-        path = Path(spec.pretrained_model_name_or_path or "")
-        if not path.exists() and (path.is_absolute() or str(path).startswith(("models", "."))):
-            raise ConfigError(
-                f"network.pretrained_model_name_or_path: {path} does not exist; build the "
-                "tiny model with python scripts/make_tiny_llm.py or point at a local model folder"
-            )
+        path = model_path(spec)
         tokenizer = load_tokenizer(path, padding_side="right")
         env = load_dataset_env(
             manifest.environment, tokenizer, max_model_len=spec.max_model_len, seed=spec.seed

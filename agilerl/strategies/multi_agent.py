@@ -68,7 +68,7 @@ class MultiAgentOnPolicyStrategy(PettingZooStrategy):
         """Shared RL kwargs plus sum_scores."""
         return {**rl_trainer_kwargs(spec, training, env_spec), "sum_scores": _sum_scores(training)}
 
-    def check(self, manifest: TrainingManifest) -> None:
+    def check(self, manifest: TrainingManifest, *, local: bool = True) -> None:
         """Refuse a budget shorter than one rollout (the loop starts whole rollouts only).
 
         Raises:

@@ -26,7 +26,7 @@ class OfflineStrategy(GymVectorEnvStrategy):
         "agilerl.training.train_offline:train_offline"
     )
 
-    def check(self, manifest: TrainingManifest) -> None:
+    def check(self, manifest: TrainingManifest, *, local: bool = True) -> None:
         """Refuse a ``dataset_path`` that is missing or not an MDP file, before anything is written.
 
         Raises:
@@ -35,7 +35,7 @@ class OfflineStrategy(GymVectorEnvStrategy):
         from agilerl.envs.offline import check_mdp_path
 
         path = getattr(manifest.environment, "dataset_path", None)
-        if path is not None:
+        if local and path is not None:
             check_mdp_path(path)
 
     def loop_kwargs(

@@ -49,6 +49,24 @@ def test_missing_local_model_names_the_fix(compose, tmp_path: Path) -> None:
         run_llm_dataset(manifest, tmp_path / "run", base_dir=REPO)
 
 
+@pytest.mark.parametrize("experiment", ["sft_chat", "grpo_countdown"])
+def test_a_missing_local_model_fails_the_dry_run_but_not_a_scheduler_submission(
+    compose, tmp_path: Path, experiment: str
+) -> None:
+    """The model folder is checked where the run will happen: a dry run here refuses it
+    (before anything is written), a job submitted to SLURM checks it on its node."""
+    from agilerl.launch.preflight import preflight
+
+    for name in (f"{tmp_path}/missing", "./missing-model", "models/missing-model"):
+        cfg = compose(f"experiment={experiment}", f"network.pretrained_model_name_or_path={name}")
+        manifest = TrainingManifest.from_dict(split_config(cfg)[0])
+        with pytest.raises(ConfigError, match=r"pretrained_model_name_or_path: .*missing"):
+            preflight(manifest, trust_code=True)
+        preflight(manifest, trust_code=True, check_devices=False)
+    hub = compose(f"experiment={experiment}", "network.pretrained_model_name_or_path=org/model")
+    preflight(TrainingManifest.from_dict(split_config(hub)[0]), trust_code=True)  # a hub name
+
+
 def test_strategy_loop_takes_the_trainer_call(make_spec, make_env, tokenizer) -> None:
     from agilerl.arena.models.env import LLMEnvSpec
     from agilerl.arena.models.training import TrainingSpec
