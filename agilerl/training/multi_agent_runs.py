@@ -36,7 +36,7 @@ LOOP_STATE_KEY = "multi_agent"
 
 def _hooks(run: RunContext, target: float | None, save_memory: bool) -> tuple[Any, Any, dict]:
     """``log`` and ``on_generation`` callbacks writing the run directory, and their state."""
-    state: dict[str, Any] = {"best": -math.inf, "solved_at": None, "steps": 0}
+    state: dict[str, Any] = {"best": -math.inf, "solved_at": None, "steps": 0, "reached": False}
     resumed = run.resume_state
     if resumed is not None:
         if resumed.best_fitness is not None:
@@ -68,6 +68,9 @@ def _hooks(run: RunContext, target: float | None, save_memory: bool) -> tuple[An
                 state["best"] = fitness
         if target is not None and state["solved_at"] is None and state["best"] >= target:
             state["solved_at"] = steps
+        finite = [f for f in row["fitness"] if math.isfinite(f)]
+        if target is not None and finite and max(finite) >= target:
+            state["reached"] = True  # the run stops after this generation, as single-agent runs
         state["steps"] = steps
         if run.run_dir is not None and rows:
             run.run_dir.append_metrics(rows)
@@ -168,10 +171,12 @@ def _resume(run: RunContext) -> dict[str, Any] | None:
     return resume
 
 
-def _should_stop(run: RunContext) -> Any:
+def _should_stop(run: RunContext, state: dict[str, Any]) -> Any:
     def check() -> str | None:
         if run.stop_requested is not None:
             return "interrupted"
+        if state["reached"]:  # an evaluation of this run reached training.target_score
+            return "target_reached"
         return "time_limit" if run.out_of_time() else None
 
     return check
@@ -195,7 +200,7 @@ def _run(train: Any, population: list[Any], env: Any, **kwargs: Any) -> LoopResu
             log=log,
             on_generation=on_generation,
             resume=_resume(run),
-            should_stop=_should_stop(run),
+            should_stop=_should_stop(run, state),
             **kwargs,
         )
     finally:

@@ -145,7 +145,7 @@ def test_ippo_run_stopped_mid_generation_resumes_exactly(
     whole = tmp_path / "whole"
     _train(manifest, whole)
 
-    def stop_at_rollout(run: Any, at: int = 7) -> Any:
+    def stop_at_rollout(run: Any, state: Any, at: int = 7) -> Any:
         calls = [0]
 
         def check() -> str | None:  # 2 members x 1 rollout + 1 a generation: call 7 is in gen 3
@@ -162,3 +162,18 @@ def test_ippo_run_stopped_mid_generation_resumes_exactly(
     assert len(_metrics(parts)) == 4  # the partial third generation was dropped
     _train(manifest, parts, resume=True)
     _assert_same_run(whole, parts)
+
+
+def test_a_target_score_ends_the_run_after_the_generation_that_reaches_it(tmp_path: Path) -> None:
+    """As single-agent runs: it used to train the whole budget and only then say
+    ``target_reached``."""
+    torch.set_num_threads(1)
+    algorithm = {"name": "IPPO", "learn_step": 50, "batch_size": 25}
+    run = tmp_path / "run"
+    summary = _train(_manifest(algorithm, continuous=False, target_score=-10_000), run)
+    assert summary["status"] == "target_reached" and summary["solved_at_step"] == 100
+    assert summary["total_steps"] == 100  # one generation of two members, not the 400 budget
+    assert len(_metrics(run)) == 2
+    unreachable = tmp_path / "unreachable"
+    summary = _train(_manifest(algorithm, continuous=False, target_score=10_000), unreachable)
+    assert summary["status"] == "completed" and summary["total_steps"] == 400
