@@ -117,12 +117,9 @@ def test_a_budget_shorter_than_one_ippo_rollout_is_refused_before_anything_is_wr
 ) -> None:
     """The loop starts whole rollouts only: max_steps under one rollout used to train
     nothing and report ``completed`` with no fitness."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
     from agilerl.arena.models.errors import ConfigError
     from agilerl.launch.preflight import preflight
+    from tests.reliability.helpers import no_traceback, train
 
     def manifest(max_steps: int, learn_step: int = 2048) -> TrainingManifest:
         return TrainingManifest.from_dict(
@@ -142,23 +139,16 @@ def test_a_budget_shorter_than_one_ippo_rollout_is_refused_before_anything_is_wr
     preflight(manifest(2048))  # exactly one rollout trains
     preflight(manifest(1024, learn_step=1030))  # 128 vector steps of 8: 1,024 env steps
 
-    repo = Path(__file__).resolve().parents[2]
     run = tmp_path / "run"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(repo / "train.py"),
-            "algorithm=ippo",
-            "env=mpe_simple_speaker_listener",
-            "training.max_steps=1024",
-            "training.evo_steps=512",
-            f"run_dir={run}",
-        ],
+    done = train(
+        "algorithm=ippo",
+        "env=mpe_simple_speaker_listener",
+        "training.max_steps=1024",
+        "training.evo_steps=512",
+        f"run_dir={run}",
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
     )
     assert done.returncode == 2, done.stderr
     assert "raise training.max_steps to at least 2,048" in done.stderr + done.stdout
-    assert "Traceback" not in done.stderr
+    assert no_traceback(done)
     assert not run.exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -97,7 +98,8 @@ def test_no_edit_outside_the_bounds() -> None:
     env.close()
 
 
-def test_the_loop_evolves_group_networks_and_keeps_training() -> None:
+def _evolving_run(max_steps: int, **mutation: Any) -> tuple[Any, dict[int, Any]]:
+    """Two MATD3 members on continuous speaker-listener, evolving every 50 steps."""
     env = make_vector_env(SL, {"continuous_actions": True}, num_envs=2)
     torch.manual_seed(0)
     spec = MATD3Spec(net_config=NET, batch_size=16, learn_step=8)
@@ -106,15 +108,20 @@ def test_the_loop_evolves_group_networks_and_keeps_training() -> None:
     result = train_multi_agent_off_policy(
         agents,
         env,
-        max_steps=150,
+        max_steps=max_steps,
         evo_steps=50,
         learning_delay=20,
         eval_env=env,
         tournament=TournamentSelection(2, True, 2, rng=np.random.default_rng(0)),
-        mutation_probability=0.0,
-        architecture_probability=1.0,
         seed=2,
+        **mutation,
     )
+    env.close()
+    return result, before
+
+
+def test_the_loop_evolves_group_networks_and_keeps_training() -> None:
+    result, before = _evolving_run(150, mutation_probability=0.0, architecture_probability=1.0)
     # the elite (first of each new population) is kept as it is (mutate_elite is off)
     assert result.history and all(row["mutations"][0] is None for row in result.history)
     labels = [m for row in result.history for m in row["mutations"][1:]]
@@ -127,25 +134,8 @@ def test_the_loop_evolves_group_networks_and_keeps_training() -> None:
     for agent in result.population:
         assert agent.steps == 150
         assert all(torch.isfinite(p).all() for net in agent.nets.values() for p in net.parameters())
-    env.close()
 
 
 def test_mutate_elite_mutates_the_elite_too() -> None:
-    env = make_vector_env(SL, {"continuous_actions": True}, num_envs=2)
-    torch.manual_seed(0)
-    spec = MATD3Spec(net_config=NET, batch_size=16, learn_step=8)
-    agents = [MATD3(spec, env.observation_spaces, env.action_spaces, index=i) for i in range(2)]
-    result = train_multi_agent_off_policy(
-        agents,
-        env,
-        max_steps=100,
-        evo_steps=50,
-        learning_delay=20,
-        eval_env=env,
-        tournament=TournamentSelection(2, True, 2, rng=np.random.default_rng(0)),
-        mutation_probability=1.0,
-        mutate_elite=True,
-        seed=2,
-    )
-    env.close()
+    result, _ = _evolving_run(100, mutation_probability=1.0, mutate_elite=True)
     assert all(m is not None for row in result.history for m in row["mutations"])

@@ -216,17 +216,11 @@ def test_train_offline_refuses_a_dataset_from_another_env(small_dataset) -> None
     env.close()
 
 
-REPO = Path(__file__).resolve().parents[2]
-
-
 def _train_py(tmp_path: Path, *overrides: str) -> tuple[int, str]:
-    import subprocess
+    from tests.reliability.helpers import train
 
-    done = subprocess.run(
-        [sys.executable, str(REPO / "train.py"), "algorithm=cqn", "env=cartpole_offline",
-         "training.max_steps=200", "training.evo_steps=100", "training.eval_loop=1", *overrides],
-        cwd=tmp_path, capture_output=True, text=True,
-    )  # fmt: skip
+    budget = ("training.max_steps=200", "training.evo_steps=100", "training.eval_loop=1")
+    done = train("algorithm=cqn", "env=cartpole_offline", *budget, *overrides, cwd=tmp_path)
     return done.returncode, done.stdout + done.stderr
 
 
