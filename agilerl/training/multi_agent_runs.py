@@ -84,9 +84,7 @@ def _hooks(run: RunContext, target: float | None, save_memory: bool) -> tuple[An
                     {
                         f"agent_{record['agent']}/{k}": float(v)
                         for k, v in record.items()
-                        if isinstance(v, int | float)
-                        and v is not None
-                        and k not in ("step", "agent")
+                        if isinstance(v, int | float) and k not in ("step", "agent")
                     },
                     steps,
                 )

@@ -63,10 +63,13 @@ class MultiAgentTrainResult:
 
     Attributes:
         population: The final population.
-        history: One row per generation: ``generation``, ``env_steps``,
-            ``fitness`` (per member), ``per_agent_fitness`` (per member, per
-            agent id), ``mean_score`` (per member: mean summed training return
-            of the generation's episodes), ``mutations``.
+        history: One row per generation: ``generation``, ``env_steps``, and per
+            member (in population order) ``index``, ``agent_steps``, ``fitness``,
+            ``eval_stats`` (``eval_std``, ``eval_episodes``), ``per_agent_fitness``
+            (per agent id), ``mean_score`` (mean summed training return of the
+            generation's episodes), ``losses`` (generation means),
+            ``hyperparameters`` (``hp_<name>``) and ``mutations``; with evolution,
+            ``lineage`` (the ``hpo.csv`` rows of the new population).
         episodes: Per member index, the training episodes as
             ``(env_steps_at_end, summed_return, {agent: return})``.
         env_steps: Env steps taken by the whole population.
