@@ -122,7 +122,7 @@ and infos cost what stepping mpe2 in process costs (~0.4-0.7 ms).
   backward: 20 s to compile, then 600 vs 654 us per call (8%). The compile alone is half
   of the full MATD3 budget's run here, and each architecture mutation compiles again.
 
-The same evening at 2009829 (idle, load 0.6), full budget: ours 1,522 vs public 589 steps/s
+The same evening at 8c05739 (idle, load 0.6), full budget: ours 1,522 vs public 589 steps/s
 (2.58x; greedy return -19.6 +- 17.7 vs -38.0 +- 38.3). The 3x goal is still missed.
 """
 
