@@ -60,6 +60,7 @@ def preflight(
     trust_code: bool = False,
     source: str | None = None,
     check_devices: bool = True,
+    paradigm_checks: bool = True,
 ) -> list[CodeField]:
     """Everything checkable before a run starts, beyond the manifest's own validation.
 
@@ -71,6 +72,9 @@ def preflight(
         check_devices: Check the device and the files the run reads exist on this
             machine (off when submitting to a scheduler: a login node may have no GPU;
             the job checks on its node).
+        paradigm_checks: Run the paradigm's own checks (:func:`check_paradigm`);
+            :class:`~agilerl.trainer.LocalTrainer` runs them when it trains instead,
+            so that building one needs no files yet.
 
     Returns:
         The fields that run code (allowed by ``trust_code``).
@@ -86,7 +90,23 @@ def preflight(
         from agilerl.envs.gym import check_wrappers
 
         check_wrappers(manifest.environment)
+    if paradigm_checks:
+        check_paradigm(manifest, local=check_devices)
+    return fields
+
+
+def check_paradigm(manifest: TrainingManifest, *, local: bool = True) -> None:
+    """The checks of the algorithm's paradigm (its strategy's ``check``).
+
+    Skipped when the paradigm's extra is missing: the trainer refuses that run
+    naming the extra, the more useful message.
+
+    Raises:
+        ConfigError: From the strategy's ``check``.
+    """
+    from agilerl.extras import installed
     from agilerl.strategies import strategy_for
 
-    strategy_for(type(manifest.algorithm)).check(manifest, local=check_devices)
-    return fields
+    strategy = strategy_for(type(manifest.algorithm))
+    if all(installed(module) for module in strategy.requires):
+        strategy.check(manifest, local=local)

@@ -67,6 +67,19 @@ def test_a_missing_local_model_fails_the_dry_run_but_not_a_scheduler_submission(
     preflight(TrainingManifest.from_dict(split_config(hub)[0]), trust_code=True)  # a hub name
 
 
+def test_a_trainer_is_built_without_the_model_and_checks_it_when_it_trains(
+    compose, tmp_path: Path
+) -> None:
+    from agilerl.trainer import LocalTrainer
+
+    cfg = compose("experiment=sft_chat", f"network.pretrained_model_name_or_path={tmp_path}/gone")
+    manifest = TrainingManifest.from_dict(split_config(cfg)[0])
+    trainer = LocalTrainer.from_manifest(manifest, run_dir=tmp_path / "run", verbose=False)
+    with pytest.raises(ConfigError, match="gone does not exist; build the tiny model"):
+        trainer.train()
+    assert not (tmp_path / "run").exists()  # refused before the run directory is claimed
+
+
 def test_strategy_loop_takes_the_trainer_call(make_spec, make_env, tokenizer) -> None:
     from agilerl.arena.models.env import LLMEnvSpec
     from agilerl.arena.models.training import TrainingSpec
