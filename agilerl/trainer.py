@@ -28,7 +28,7 @@ from agilerl.arena.models.training import TrainingSpec
 from agilerl.builders import select_builder
 from agilerl.extras import require
 from agilerl.launch.options import LoggerOptions
-from agilerl.launch.preflight import check_paradigm, preflight
+from agilerl.launch.preflight import preflight
 from agilerl.launch.run_names import run_name
 from agilerl.logging.loggers import FanOut, MetricSink, TensorBoardSink, WandbSink
 from agilerl.logging.progress import TrainingProgress
@@ -286,7 +286,7 @@ class LocalTrainer:
             )
         if self.logger.kind == "wandb":
             require("wandb", "logger=wandb", "logger")
-        check_paradigm(self.manifest)  # e.g. the dataset or model files it reads
+        self.strategy.check(self.manifest)  # e.g. the dataset or model files it reads
         label = f"{self.spec.name} ({self.strategy.paradigm or 'this paradigm'})"
         distributed_run.check_supported(label, self.strategy.multi_process)
         distributed_run.join(self.device)

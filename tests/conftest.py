@@ -38,6 +38,22 @@ def compose() -> Iterator[Callable[..., object]]:
         yield _compose
 
 
+@pytest.fixture(scope="session")
+def train_composed(compose: Callable[..., object]) -> Callable[..., object]:
+    """Train a manifest composed from conf/ overrides, as train.py would: ``(run, *overrides,
+    **LocalTrainer options)`` -> ``(population, fitnesses)`` (quiet, no TensorBoard)."""
+    from agilerl.launch.compose import build_manifest
+    from agilerl.trainer import LocalTrainer
+
+    def _train(run: Path, *overrides: str, **options: object) -> object:
+        manifest, _ = build_manifest(compose(*overrides))
+        return LocalTrainer.from_manifest(
+            manifest, run_dir=run, verbose=False, logger={"tensorboard": False}, **options
+        ).train()
+
+    return _train
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """No worker processes for a run that selects the SLURM tests.
 

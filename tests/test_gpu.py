@@ -12,15 +12,13 @@ import csv
 import json
 import math
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from agilerl.launch.compose import build_manifest
-from agilerl.trainer import LocalTrainer
+from tests.reliability.helpers import offline_dataset_override
 
 DEVICE = os.environ.get("AGILERL_TEST_DEVICE", "cuda")
 pytestmark = [
@@ -53,20 +51,6 @@ CASES = [
 BUDGET = ("training.max_steps=2048", "training.evo_steps=1024", "training.checkpoint_steps=1024")
 
 
-def _train(compose, run: Path, device: str, *overrides: str, resume: bool = False):
-    manifest, _ = build_manifest(compose(*overrides))
-    trainer = LocalTrainer.from_manifest(
-        manifest,
-        seed=0,
-        device=device,
-        run_dir=run,
-        resume=resume,
-        verbose=False,
-        logger={"tensorboard": False},
-    )
-    return trainer.train()
-
-
 def _devices(agent) -> set[str]:
     found = set()
     for module in agent._networks().values():
@@ -77,14 +61,10 @@ def _devices(agent) -> set[str]:
 
 
 @pytest.mark.parametrize(("algorithm", "env"), CASES, ids=[f"{a}-{e}" for a, e in CASES])
-def test_trains_on_cuda_and_resumes_on_cpu(compose, tmp_path: Path, algorithm: str, env: str):
-    data = ()
-    if env == "cartpole_offline":
-        sys.path.insert(0, str(REPO / "scripts"))
-        from make_offline_dataset import make_dataset
-
-        make_dataset(steps=3_000, epsilon=0.5, seed=1, out=tmp_path / "replay.npz")
-        data = (f"environment.dataset_path={tmp_path / 'replay.npz'}",)
+def test_trains_on_cuda_and_resumes_on_cpu(
+    train_composed, tmp_path: Path, algorithm: str, env: str
+):
+    data = (offline_dataset_override(tmp_path),) if env == "cartpole_offline" else ()
     overrides = (
         *data,
         f"algorithm={algorithm}",
@@ -95,7 +75,7 @@ def test_trains_on_cuda_and_resumes_on_cpu(compose, tmp_path: Path, algorithm: s
         "training.target_score=null",
     )
     run = tmp_path / "run"
-    population, fitnesses = _train(compose, run, DEVICE, *overrides, *BUDGET)
+    population, fitnesses = train_composed(run, *overrides, *BUDGET, seed=0, device=DEVICE)
     assert all(_devices(agent) == {DEVICE} for agent in population)
     assert all(math.isfinite(f) for f in fitnesses)
     summary = json.loads((run / "summary.json").read_text())
@@ -105,7 +85,9 @@ def test_trains_on_cuda_and_resumes_on_cpu(compose, tmp_path: Path, algorithm: s
 
     # the CUDA run's checkpoint loads (weights_only) and trains on from the CPU
     more = ("training.max_steps=3072", "training.evo_steps=1024")
-    population, fitnesses = _train(compose, run, "cpu", *overrides, *more, resume=True)
+    population, fitnesses = train_composed(
+        run, *overrides, *more, seed=0, device="cpu", resume=True
+    )
     assert all(_devices(agent) == {"cpu"} for agent in population)
     assert all(math.isfinite(f) for f in fitnesses)
     assert json.loads((run / "summary.json").read_text())["total_steps"] >= 3072
@@ -170,7 +152,7 @@ LLM_CASES = {
 @pytest.mark.llm
 @pytest.mark.parametrize("algorithm", list(LLM_CASES))
 def test_llm_trains_on_cuda_and_resumes_on_cpu(
-    compose, tmp_path: Path, monkeypatch, algorithm: str
+    train_composed, tmp_path: Path, monkeypatch, algorithm: str
 ) -> None:
     pytest.importorskip("peft")
     from agilerl.llm.tiny import build_tiny_llm
@@ -186,11 +168,13 @@ def test_llm_trains_on_cuda_and_resumes_on_cpu(
         "training.evo_steps=2",
     )
     run = tmp_path / "run"
-    population, _ = _train(compose, run, DEVICE, *overrides, "training.max_steps=2")
+    population, _ = train_composed(run, *overrides, "training.max_steps=2", seed=0, device=DEVICE)
     assert next(p for p in population[0].actor.parameters()).device.type == DEVICE
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["total_steps"] == 2
-    population, _ = _train(compose, run, "cpu", *overrides, "training.max_steps=4", resume=True)
+    population, _ = train_composed(
+        run, *overrides, "training.max_steps=4", seed=0, device="cpu", resume=True
+    )
     assert next(p for p in population[0].actor.parameters()).device.type == "cpu"
     assert population[0].num_updates == 4
     rows = list(csv.DictReader((run / "metrics.csv").open()))

@@ -212,6 +212,7 @@ def load_minari(dataset_id: str, *, remote: bool = False) -> OfflineDataset:
 
 
 def _read_mdp_arrays(path: Path) -> dict[str, np.ndarray]:
+    """The MDP arrays of a file :func:`check_mdp_path` accepted (HDF5, else ``.npz``)."""
     if path.suffix in HDF5_SUFFIXES:
         import h5py
 
@@ -219,13 +220,11 @@ def _read_mdp_arrays(path: Path) -> dict[str, np.ndarray]:
             missing = [k for k in MDP_KEYS if k not in handle]
             arrays = {k: handle[k][()] for k in MDP_KEYS if k in handle}
             env_id = handle.attrs.get("env_id")
-    elif path.suffix == ".npz":
+    else:
         with np.load(path, allow_pickle=False) as handle:
             missing = [k for k in MDP_KEYS if k not in handle.files]
             arrays = {k: handle[k] for k in MDP_KEYS if k in handle.files}
             env_id = handle["env_id"].item() if "env_id" in handle.files else None
-    else:
-        raise ConfigError(f"environment.dataset_path: {path} is neither HDF5 (.h5/.hdf5) nor .npz")
     if missing:
         raise ConfigError(
             f"environment.dataset_path: {path} lacks {', '.join(missing)} "
@@ -236,7 +235,7 @@ def _read_mdp_arrays(path: Path) -> dict[str, np.ndarray]:
     return arrays
 
 
-MDP_SUFFIXES = (".h5", ".hdf5", ".npz")
+MDP_SUFFIXES = (*HDF5_SUFFIXES, ".npz")
 
 
 def check_mdp_path(path: str | Path) -> Path:

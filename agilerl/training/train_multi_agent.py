@@ -166,6 +166,14 @@ def _episode_score(episode: Mapping[str, float], sum_scores: bool) -> float:
     return total if sum_scores else total / len(episode)
 
 
+def _score_episodes(
+    episodes: Sequence[Mapping[str, float]], agents: Sequence[str], sum_scores: bool
+) -> tuple[float, dict[str, float]]:
+    """``(fitness, {agent_id: mean return})`` of evaluation episodes."""
+    per_agent = {a: float(np.mean([ep[a] for ep in episodes])) for a in agents}
+    return _episode_score(per_agent, sum_scores), per_agent
+
+
 def evaluate_multi_agent(
     agent: MultiAgentAlgorithm,
     env: PettingZooVectorEnv,
@@ -192,8 +200,7 @@ def evaluate_multi_agent(
         ``(fitness, {agent_id: mean return})``.
     """
     episodes = evaluate_multi_agent_episodes(agent, env, loop=loop, seed=seed, greedy=greedy)
-    per_agent = {a: float(np.mean([ep[a] for ep in episodes])) for a in env.agents}
-    fitness = _episode_score(per_agent, sum_scores)
+    fitness, per_agent = _score_episodes(episodes, env.agents, sum_scores)
     if record:
         agent.fitness.append(fitness)
     return fitness, per_agent
@@ -397,9 +404,7 @@ class _Schedule:
                     loop=self.eval_loop,
                     seed=self.seed + 10_000 + self.generation,
                 )
-                ids = self.eval_env.agents
-                means = {a: float(np.mean([ep[a] for ep in episodes])) for a in ids}
-                score = _episode_score(means, self.sum_scores)
+                score, means = _score_episodes(episodes, self.eval_env.agents, self.sum_scores)
                 agent.fitness.append(score)
                 fitness.append(score)
                 per_agent.append(means)

@@ -47,3 +47,13 @@ def write_manifest(path: Path, environment: dict[str, Any] | None = None, **sect
 
 def no_traceback(result: subprocess.CompletedProcess) -> bool:
     return "Traceback" not in result.stderr and "Traceback" not in result.stdout
+
+
+def offline_dataset_override(folder: Path, steps: int = 3_000) -> str:
+    """Record a CartPole MDP file into ``folder`` (our script: scripted policy, 50% random);
+    the override that trains on it."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    from make_offline_dataset import make_dataset
+
+    make_dataset(steps=steps, epsilon=0.5, seed=1, out=folder / "replay.npz")
+    return f"environment.dataset_path={folder / 'replay.npz'}"

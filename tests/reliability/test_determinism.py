@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from agilerl.trainer import LocalTrainer
+from tests.reliability.helpers import offline_dataset_override
 
 RUNS = {
     "PPO": ({"name": "PPO", "learn_step": 64, "batch_size": 32, "update_epochs": 2}, "CartPole-v1"),
@@ -89,16 +90,10 @@ COMPOSED = {
     "NeuralTS": ("algorithm=neural_ts", "env=iris_bandit"),
     "CQN": ("algorithm=cqn", "env=cartpole_offline"),
 }
-REPO = Path(__file__).resolve().parents[2]
 
 
-def _composed_run(compose, run: Path, overrides: tuple[str, ...]) -> tuple[list, list]:
-    from agilerl.launch.compose import build_manifest
-
-    manifest, _ = build_manifest(compose(*overrides))
-    LocalTrainer.from_manifest(
-        manifest, seed=3, run_dir=run, verbose=False, logger={"tensorboard": False}
-    ).train()
+def _composed_run(train_composed, run: Path, overrides: tuple[str, ...]) -> tuple[list, list]:
+    train_composed(run, *overrides, seed=3)
     metrics = list(csv.DictReader((run / "metrics.csv").open()))
     for row in metrics:
         row.pop("wall_seconds", None)
@@ -107,17 +102,11 @@ def _composed_run(compose, run: Path, overrides: tuple[str, ...]) -> tuple[list,
 
 
 @pytest.mark.parametrize("name", list(COMPOSED))
-def test_every_paradigm_repeats_itself_with_evolution(compose, tmp_path: Path, name: str) -> None:
+def test_every_paradigm_repeats_itself_with_evolution(
+    train_composed, tmp_path: Path, name: str
+) -> None:
     torch.set_num_threads(1)
-    data = ()
-    if name == "CQN":
-        import sys
-
-        sys.path.insert(0, str(REPO / "scripts"))
-        from make_offline_dataset import make_dataset
-
-        make_dataset(steps=2_000, epsilon=0.5, seed=1, out=tmp_path / "replay.npz")
-        data = (f"environment.dataset_path={tmp_path / 'replay.npz'}",)
+    data = (offline_dataset_override(tmp_path, steps=2_000),) if name == "CQN" else ()
     overrides = (
         *COMPOSED[name],
         *data,
@@ -128,8 +117,8 @@ def test_every_paradigm_repeats_itself_with_evolution(compose, tmp_path: Path, n
         "training.max_steps=1024",
         "training.evo_steps=512",
     )
-    first = _composed_run(compose, tmp_path / "a", overrides)
-    second = _composed_run(compose, tmp_path / "b", overrides)
+    first = _composed_run(train_composed, tmp_path / "a", overrides)
+    second = _composed_run(train_composed, tmp_path / "b", overrides)
     metrics, hpo = first
     assert len({r["step"] for r in metrics}) >= 2 and len(hpo) >= 2
     # every paradigm writes the lineage: parents, mutations and live hyperparameters
