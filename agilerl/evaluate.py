@@ -20,6 +20,7 @@ import numpy as np
 from agilerl.arena.models.env import GymEnvSpec, PettingZooEnvSpec
 from agilerl.arena.models.errors import ConfigError
 from agilerl.arena.models.manifest import TrainingManifest
+from agilerl.networks.spaces import same_space
 
 
 @dataclass
@@ -206,24 +207,12 @@ def check_spaces(agent: Any, env: Any, env_spec: GymEnvSpec) -> None:
     for kind in ("observation", "action"):
         theirs = getattr(env, f"{kind}_space")
         ours = getattr(agent, f"{kind}_space", None)
-        if ours is not None and not _same_space(ours, theirs):
+        if ours is not None and not same_space(ours, theirs):
             raise ConfigError(
                 f"--env {env_spec.name}: its {kind} space {theirs} does not match the agent's "
                 f"{ours}; evaluate in the env the agent was trained on (omit --env to use the "
                 "run's manifest)"
             )
-
-
-def _same_space(a: Any, b: Any) -> bool:
-    if type(a) is not type(b) or getattr(a, "shape", None) != getattr(b, "shape", None):
-        return False
-    if hasattr(a, "n") and np.any(np.asarray(a.n) != np.asarray(b.n)):
-        return False
-    if isinstance(getattr(a, "spaces", None), dict):
-        return a.spaces.keys() == b.spaces.keys() and all(
-            _same_space(a.spaces[k], b.spaces[k]) for k in a.spaces
-        )
-    return True
 
 
 def _batch(obs: Any) -> Any:

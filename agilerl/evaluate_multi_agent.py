@@ -27,7 +27,7 @@ def check_multi_agent_spaces(agent: Any, env: Any, env_spec: PettingZooEnvSpec) 
     Raises:
         ConfigError: Naming the first mismatching agent and both spaces.
     """
-    from agilerl.evaluate import _same_space
+    from agilerl.networks.spaces import same_space
 
     ours, theirs = list(agent.observation_spaces), list(env.possible_agents)
     if sorted(ours) != sorted(theirs):
@@ -39,7 +39,7 @@ def check_multi_agent_spaces(agent: Any, env: Any, env_spec: PettingZooEnvSpec) 
     for kind, spaces in pairs:
         for name in ours:
             env_space = getattr(env, f"{kind}_space")(name)
-            if not _same_space(spaces[name], env_space):
+            if not same_space(spaces[name], env_space):
                 raise ConfigError(
                     f"environment {env_spec.name}: {name}'s {kind} space {env_space} does not "
                     f"match the agent's {spaces[name]}; evaluate in the env it was trained on"

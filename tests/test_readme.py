@@ -484,7 +484,7 @@ def python_example(marker: str) -> str:
 def test_every_python_example_is_run_by_a_test() -> None:
     blocks = [b for lang, b in code_blocks(README.read_text()) if lang == "python"]
     assert len(blocks) == 2, "a new Python example in the README needs a test here"
-    assert python_example("LocalTrainer(") != python_example("run_llm_dataset(")
+    assert python_example("LocalTrainer(") != python_example("my_dpo.yaml")
 
 
 @pytest.mark.slow
@@ -510,7 +510,7 @@ def test_readme_llm_dataset_python_example(tmp_path: Path) -> None:
     budget = "" if FULL else "training.max_steps=2 training.evo_steps=2"
     _write_manifest(tmp_path, f"experiment=dpo_preference {budget}", "my_dpo.yaml")
     script = tmp_path / "example.py"
-    script.write_text(python_example("run_llm_dataset("))
+    script.write_text(python_example("my_dpo.yaml"))
     done = run_shell(f"{sys.executable} {script}", tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     run = tmp_path / "runs" / "dpo"

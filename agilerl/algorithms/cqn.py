@@ -44,7 +44,6 @@ class CQN(DQN):
     """
 
     spec_class = CQNSpec
-    hp_names = ("lr", "batch_size", "gamma", "tau", "conservative_weight")
     lr_optimizers: ClassVar[dict[str, str]] = {"lr": "optimizer"}
 
     # --- learning ---------------------------------------------------------------------

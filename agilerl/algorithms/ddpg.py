@@ -58,7 +58,6 @@ class DDPG(OffPolicyAlgorithm):
 
     spec_class: ClassVar[type] = DDPGSpec
     num_critics: ClassVar[int] = 1
-    hp_names = ("lr_actor", "lr_critic", "batch_size", "learn_step", "gamma", "tau", "policy_freq")
     lr_optimizers: ClassVar[dict[str, str]] = {
         "lr_actor": "actor_optimizer",
         "lr_critic": "critic_optimizer",

@@ -89,7 +89,6 @@ class DQN(OffPolicyAlgorithm):
     """
 
     spec_class: ClassVar[type] = DQNSpec
-    hp_names = ("lr", "batch_size", "learn_step", "gamma", "tau")
     lr_optimizers: ClassVar[dict[str, str]] = {"lr": "optimizer"}
     network_names = ("actor", "actor_target")
     optimizer_names = ("optimizer",)

@@ -95,7 +95,6 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
 
     spec_class: ClassVar[type[LLMAlgorithmSpec]] = LLMAlgorithmSpec
     needs_reference: ClassVar[bool] = False
-    hp_names: ClassVar[tuple[str, ...]] = ("lr",)
 
     def __init__(
         self,
@@ -212,6 +211,10 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
             for n, p in self.actor.named_parameters()
             if tag in n and "lora_" in n
         }
+
+    def policy_weights(self) -> list[tuple[str, torch.nn.Parameter]]:
+        """The 2-D trainable tensors parameter-noise mutations perturb (this agent's adapter)."""
+        return [(n, p) for n, p in self._named_trainable().items() if p.dim() == 2]
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         """The parameters the optimizer updates (this agent's LoRA tensors under LoRA)."""
@@ -365,11 +368,15 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
         return [tok.decode(seq[width:], skip_special_tokens=True) for seq in out]
 
     # --- hyperparameters ------------------------------------------------------------------
-    def set_hyperparameters(self, **updates: Any) -> None:
+    def set_hp(self, **changes: Any) -> set[str]:
         """Validated hyperparameter change (e.g. ``lr``, ``beta``); the optimizer follows ``lr``."""
-        data = {**self.spec.model_dump(), **updates}
-        self.spec = type(self.spec).model_validate(data)
+        changed = super().set_hp(**changes)
         self._apply_lr()
+        return changed
+
+    def set_hyperparameters(self, **updates: Any) -> None:
+        """Same as :meth:`set_hp`."""
+        self.set_hp(**updates)
 
     # --- checkpoints -------------------------------------------------------------------------
     def checkpoint_state(self) -> dict[str, Any]:
@@ -535,7 +542,6 @@ class DPO(DatasetLLMAlgorithm):
 
     spec_class: ClassVar[type[LLMAlgorithmSpec]] = DPOSpec
     needs_reference: ClassVar[bool] = True
-    hp_names: ClassVar[tuple[str, ...]] = ("lr", "beta")
 
     @torch.no_grad()
     def prepare(self, rows: list[TokenisedRow], env: LLMDatasetEnv) -> dict[str, Any]:

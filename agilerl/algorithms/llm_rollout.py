@@ -49,7 +49,6 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
     """Generation, the shared clipped objective and the update loop of rollout algorithms."""
 
     needs_reference: ClassVar[bool] = True
-    hp_names: ClassVar[tuple[str, ...]] = ("lr", "beta")
 
     def __init__(self, spec: LLMAlgorithmSpec, **kwargs: Any) -> None:
         super().__init__(spec, **kwargs)
@@ -341,7 +340,6 @@ class GRPO(RolloutLLMAlgorithm):
     """Group Relative Policy Optimization."""
 
     spec_class: ClassVar[type[LLMAlgorithmSpec]] = GRPOSpec
-    hp_names: ClassVar[tuple[str, ...]] = ("lr", "beta", "group_size")
 
     def assign_advantages(self, samples: list[Sample]) -> tuple[list[Sample], dict[str, float]]:
         """Group-relative advantages; zero-variance groups counted and optionally dropped."""
@@ -381,7 +379,6 @@ class LLMPPO(RolloutLLMAlgorithm):
     """PPO with a value head on the last hidden state, GAE over generated tokens."""
 
     spec_class: ClassVar[type[LLMAlgorithmSpec]] = LLMPPOSpec
-    hp_names: ClassVar[tuple[str, ...]] = ("lr_actor", "beta")
     uses_kl_in_reward: ClassVar[bool] = True
 
     def _make_optimizer(self) -> torch.optim.Optimizer:

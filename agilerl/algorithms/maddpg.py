@@ -13,9 +13,9 @@ from gymnasium import spaces
 from torch import nn
 
 from agilerl.algorithms.core.multi_agent import MultiAgentAlgorithm, build_mlp, flat_dim
+from agilerl.algorithms.core.rng import generator_from_state, generator_state
 from agilerl.arena.models.algorithms.maddpg import MADDPGSpec
 from agilerl.components.noise import ExplorationNoise, make_noise
-from agilerl.hpo.mutation import generator_from_state, generator_state
 from agilerl.networks.fastgrad import (
     GradTape,
     chain_of,

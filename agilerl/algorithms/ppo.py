@@ -180,19 +180,6 @@ class PPO(SingleAgentAlgorithm):
     """
 
     spec_class: ClassVar[type] = PPOSpec
-    hp_names = (
-        "lr",
-        "batch_size",
-        "learn_step",
-        "gamma",
-        "gae_lambda",
-        "clip_coef",
-        "ent_coef",
-        "vf_coef",
-        "max_grad_norm",
-        "update_epochs",
-        "max_seq_len",
-    )
     lr_optimizers: ClassVar[dict[str, str]] = {"lr": "optimizer"}
     rebuild_fields = frozenset(
         {"net_config", "share_encoders", "normalize_images", "action_std_init", "adam_eps"}

@@ -60,7 +60,6 @@ class RainbowDQN(OffPolicyAlgorithm):
     """
 
     spec_class: ClassVar[type] = RainbowDQNSpec
-    hp_names = ("lr", "batch_size", "learn_step", "gamma", "tau")
     lr_optimizers: ClassVar[dict[str, str]] = {"lr": "optimizer"}
     rebuild_fields = _ARCH_FIELDS
     action_space_types = (spaces.Discrete,)

@@ -64,16 +64,6 @@ class SAC(OffPolicyAlgorithm):
 
     spec_class: ClassVar[type] = SACSpec
     num_critics: ClassVar[int] = 2
-    hp_names = (
-        "lr_actor",
-        "lr_critic",
-        "lr_alpha",
-        "batch_size",
-        "learn_step",
-        "gamma",
-        "tau",
-        "policy_freq",
-    )
     lr_optimizers: ClassVar[dict[str, str]] = {
         "lr_actor": "actor_optimizer",
         "lr_critic": "critic_optimizer",

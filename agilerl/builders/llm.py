@@ -115,3 +115,29 @@ class LLMBuilder(AlgorithmBuilder):
             device=runtime.device,
         )
         return apply_checkpoint(algo, spec, runtime)
+
+
+def population_on_one_base(
+    spec: Any, tokenizer: Any, size: int, *, device: str = "cpu", builder: Any = None
+) -> list[Any]:
+    """``size`` agents whose LoRA adapters sit on one shared base model.
+
+    Args:
+        spec: The algorithm spec (every agent starts from it).
+        tokenizer: The model's tokenizer.
+        size: Population size.
+        device: Torch device.
+        builder: The builder class (default :class:`LLMBuilder`).
+    """
+    builder = builder or LLMBuilder
+    first = builder.build(spec, tokenizer=tokenizer, runtime=AlgorithmBuildRuntime(0, device))
+    rest = [
+        builder.build(
+            spec,
+            tokenizer=tokenizer,
+            runtime=AlgorithmBuildRuntime(i, device),
+            actor_network=first.actor,
+        )
+        for i in range(1, size)
+    ]
+    return [first, *rest]

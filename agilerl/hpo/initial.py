@@ -12,21 +12,22 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from agilerl.hpo.ranges import INT_HYPERPARAMETERS, HpRange, check_ranges
+from agilerl.arena.models.mutable import LOG_SCALE_RATIO
+from agilerl.hpo.ranges import HpRange, check_ranges
 
 __all__ = ["LOG_SCALE_RATIO", "sample_starts", "start_population"]
 
-LOG_SCALE_RATIO = 20.0
-"""A positive range whose ``max / min`` reaches this is sampled on a log scale."""
-
 
 def sample_starts(
-    ranges: Mapping[str, Sequence[float]], count: int, rng: np.random.Generator
+    ranges: Mapping[str, Sequence[float]],
+    count: int,
+    rng: np.random.Generator,
+    integers: Collection[str] | None = None,
 ) -> list[dict[str, float | int]]:
     """``count`` independent draws of every hyperparameter in ``ranges``.
 
@@ -35,10 +36,19 @@ def sample_starts(
     hyperparameters are rounded into their range.
 
     Args:
-        ranges: ``{name: (min, max, grow_factor, shrink_factor)}`` (the mutation ranges).
+        ranges: ``{name: (min, max, grow_factor, shrink_factor)}`` (the mutation ranges;
+            ``spec.mutation_ranges()`` gives an algorithm's).
         count: How many starting points.
         rng: The generator every draw comes from.
+        integers: Names drawn as integers (the spec's integer fields); ``None``:
+            those whose range is given with integer ends.
     """
+    if integers is None:
+        integers = {
+            name
+            for name, value in ranges.items()
+            if all(isinstance(v, int) and not isinstance(v, bool) for v in tuple(value)[:2])
+        }
     checked: dict[str, HpRange] = check_ranges(ranges)
     starts: list[dict[str, float | int]] = []
     for _ in range(count):
@@ -48,7 +58,7 @@ def sample_starts(
                 value = math.exp(rng.uniform(math.log(low), math.log(high)))
             else:
                 value = rng.uniform(low, high)
-            if name in INT_HYPERPARAMETERS:
+            if name in integers:
                 value = int(min(max(round(value), math.ceil(low)), math.floor(high)))
             start[name] = value
         starts.append(start)

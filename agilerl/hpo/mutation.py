@@ -5,11 +5,12 @@ with the normalised weights of ``no_mut``, ``arch_mut``, ``params_mut``,
 ``act_mut`` and ``rl_hp_mut`` (zero weights are never drawn):
 
 * ``None``: nothing changes.
-* ``rl_hp``: one hyperparameter of ``rl_hp_ranges`` that the agent has (in
-  ``hp_names``, with a numeric current value) is clipped into its range,
-  multiplied by the grow or the shrink factor (probability 1/2 each), clipped
-  again and, for integer hyperparameters, rounded. It is set through the
-  agent's spec (a new validated spec); learning rates also reach the optimizers.
+* ``rl_hp``: one hyperparameter of ``rl_hp_ranges`` that the agent's spec has
+  (with a finite, non-zero current value) is multiplied by the grow or the
+  shrink factor (probability 1/2 each) from where it is, by the one rule of
+  :func:`agilerl.hpo.ranges.mutated_value` (integers rounded, moving at least
+  one). It is set through the agent's spec (a new validated spec); learning
+  rates also reach the optimizers.
 * ``arch``: an edit of the encoder or head MLP in a copy of ``net_config``
   (see :func:`agilerl.hpo.architecture.edit_mlp`): with probability
   ``new_layer`` a layer is added or removed, otherwise nodes are added to or
@@ -32,7 +33,6 @@ mutations.
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from collections.abc import Collection, Mapping, Sequence
@@ -41,13 +41,18 @@ from typing import Any
 import numpy as np
 import torch
 
+from agilerl.algorithms.core.rng import generator_from_state, generator_state
 from agilerl.hpo.architecture import edit_mlp, editable_sections, rebuild_agent, set_activation
+from agilerl.hpo.group_architecture import mutate_group_architecture
 from agilerl.hpo.ranges import (
-    INT_HYPERPARAMETERS,
     HpRange,
     check_ranges,
+    integer_field,
+    movable,
+    mutated_value,
     ranges_from_selection,
     ranges_from_spec,
+    resolve_field_name,
 )
 from agilerl.networks.activations import check_activation
 
@@ -66,26 +71,6 @@ PARAM_FRACTION = 0.1
 """Share of a perturbed matrix's entries that parameter noise changes."""
 
 _ARCH_FAILURES = (ValueError, NotImplementedError, RuntimeError, TypeError)
-
-
-def generator_state(rng: np.random.Generator) -> str:
-    """A numpy generator's state as a JSON string (plain data for ``weights_only`` loads)."""
-    return json.dumps(rng.bit_generator.state)
-
-
-def generator_from_state(state: str | Mapping[str, Any]) -> np.random.Generator:
-    """Rebuild a generator from :func:`generator_state` output.
-
-    Raises:
-        ValueError: If the state names no numpy bit generator.
-    """
-    data = json.loads(state) if isinstance(state, str) else dict(state)
-    cls = getattr(np.random, str(data.get("bit_generator")), None)
-    if not (isinstance(cls, type) and issubclass(cls, np.random.BitGenerator)):
-        raise ValueError(f"Unknown numpy bit generator {data.get('bit_generator')!r}")
-    bit_generator = cls()
-    bit_generator.state = data
-    return np.random.Generator(bit_generator)
 
 
 def _torch_seed(rng: np.random.Generator) -> int:
@@ -158,17 +143,30 @@ class Mutations:
     ) -> Mutations:
         """Build from a ``MutationSpec`` and the algorithm's spec (class or instance).
 
+        Kinds the algorithm's paradigm cannot apply (``mutation_kinds`` of its
+        spec) get weight 0: validation refuses a manifest that asks for them, so
+        only the defaults of a manifest without a ``mutation`` section are dropped.
+
         Args:
             mutation_spec: The manifest's ``mutation`` section.
-            algo_spec_cls_or_instance: The algorithm spec; its ``hpo_ranges``
-                (restricted to the algorithm's hyperparameters) are used when
-                ``rl_hp_selection`` is empty.
+            algo_spec_cls_or_instance: The algorithm spec; the ranges declared on
+                its fields are used when ``rl_hp_selection`` is empty.
             rng_seed: Seed of the generator (``mutation_spec.rand_seed`` when ``None``).
         """
         probs = mutation_spec.probabilities
         probabilities = probs.model_dump() if hasattr(probs, "model_dump") else dict(probs)
+        kinds = getattr(algo_spec_cls_or_instance, "mutation_kinds", None)
+        if kinds is not None:
+            probabilities = {
+                k: (v if k not in MUTATION_KINDS or k in kinds else 0.0)
+                for k, v in probabilities.items()
+            }
         if mutation_spec.rl_hp_selection:
-            ranges = ranges_from_selection(mutation_spec.rl_hp_selection)
+            selected = ranges_from_selection(mutation_spec.rl_hp_selection)
+            ranges = {
+                resolve_field_name(algo_spec_cls_or_instance, k) or k: v
+                for k, v in selected.items()
+            }
         else:
             ranges = ranges_from_spec(algo_spec_cls_or_instance)
         seed = mutation_spec.rand_seed if rng_seed is None else rng_seed
@@ -196,6 +194,7 @@ class Mutations:
         population: list[Any],
         pre_training: bool = False,
         keep: Collection[int] = (),
+        elite: Collection[int] | None = None,
     ) -> list[Any]:
         """Mutate every agent once (see the module docstring).
 
@@ -207,6 +206,8 @@ class Mutations:
                 place in selection (``TournamentSelection(keep_incumbents=True)``)
                 go on training as they were; only the clones that replaced
                 others explore.
+            elite: Indices of the elite (kept unless ``mutate_elite``);
+                ``None``: ``population[0]`` is the elite.
 
         Returns:
             The agents in order; architecture and activation mutations return
@@ -215,7 +216,8 @@ class Mutations:
         out: list[Any] = []
         records: list[dict[str, Any]] = []
         for i, agent in enumerate(population):
-            if i == 0 and not self.mutate_elite and not pre_training:
+            is_elite = i == 0 if elite is None else agent.index in elite
+            if is_elite and not self.mutate_elite and not pre_training:
                 agent.mut = "None"
                 out.append(agent)
                 records.append({"index": agent.index, "mutation": "None", "detail": "elite kept"})
@@ -258,27 +260,25 @@ class Mutations:
         """Grow or shrink one hyperparameter in place.
 
         Returns:
-            ``(name, "name old->new")``, or ``None`` when the agent has none of
-            the hyperparameters in ``rl_hp_ranges``.
+            ``(name, "name old->new")``, or ``None`` when the agent's spec has
+            none of the hyperparameters in ``rl_hp_ranges`` with a value a
+            factor can move.
         """
+        spec = getattr(agent, "spec", None)
+        fields = type(spec).model_fields if spec is not None else {}
         names = [
             name
-            for name in getattr(agent, "hp_names", ())
-            if name in self.rl_hp_ranges and _is_number(getattr(agent, name, None))
+            for name in self.rl_hp_ranges
+            if name in fields and movable(getattr(spec, name, None))
         ]
         if not names:
             return None
         name = names[int(self.rng.integers(len(names)))]
-        low, high, grow, shrink = self.rl_hp_ranges[name]
-        old = getattr(agent, name)
-        factor = grow if self.rng.random() < 0.5 else shrink
-        value = min(max(float(old), low), high) * factor
-        value = min(max(value, low), high)
-        if name in INT_HYPERPARAMETERS or isinstance(old, int):
-            int_low, int_high = max(math.ceil(low), 1), max(math.floor(high), 1)
-            new: float | int = int(min(max(round(value), int_low), int_high))
-        else:
-            new = float(value)
+        span = self.rl_hp_ranges[name]
+        old = getattr(spec, name)
+        grow = bool(self.rng.random() < 0.5)
+        integer = integer_field(spec, name) or isinstance(old, int)
+        new = mutated_value(old, span, grow=grow, integer=integer)
         set_hyperparameter(agent, name, new)
         return name, f"{name} {old:.6g}->{new:.6g}"
 
@@ -321,6 +321,8 @@ class Mutations:
             ``(agent, detail)``: a new agent and e.g. ``"head add_layer [64]->[64, 64]"``,
             or the unchanged agent and ``""`` when no legal edit exists.
         """
+        if hasattr(agent, "policies"):  # multi-agent: one network section per agent group
+            return mutate_group_architecture(agent, self.rng, self.new_layer)
         net_config = getattr(agent, "net_config", None)
         if not isinstance(net_config, Mapping):
             return agent, ""
@@ -377,22 +379,26 @@ class Mutations:
 
 
 # --- helpers -----------------------------------------------------------------------
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float | np.number) and not isinstance(value, bool)
-
-
 def set_hyperparameter(agent: Any, name: str, value: float) -> None:
     """Set a hyperparameter through the agent's spec (learning rates reach the optimizers)."""
     if hasattr(agent, "set_hp"):
         agent.set_hp(**{name: value})
+    elif hasattr(agent, "set_hyperparameters"):
+        agent.set_hyperparameters(**{name: value})
     else:
         setattr(agent, name, value)
 
 
 def policy_network_names(agent: Any) -> list[str]:
-    """Networks parameter noise perturbs: online actor networks (the first network otherwise)."""
+    """Networks parameter noise perturbs: online actor networks (the first network otherwise).
+
+    Names come from ``network_names``, or from ``_networks()`` for agents that keep
+    their networks in a mapping (multi-agent: ``actors``, one module per policy).
+    """
     names = list(getattr(agent, "network_names", ()))
-    chosen = [n for n in names if "actor" in n and not n.endswith("target")]
+    if not names and hasattr(agent, "_networks"):
+        names = list(agent._networks())
+    chosen = [n for n in names if "actor" in n and "target" not in n]
     return chosen or names[:1]
 
 
@@ -400,12 +406,18 @@ def policy_weight_matrices(agent: Any) -> list[tuple[str, torch.Tensor]]:
     """``(qualified name, parameter)`` of the trainable 2-D weights of the policy network(s).
 
     Norm parameters (1-D), biases, frozen parameters, noise scales (``*sigma*``)
-    and recurrent (LSTM) weights are excluded; shared parameters appear once.
+    and recurrent (LSTM) weights are excluded; shared parameters appear once. An
+    agent that names its own (``policy_weights()``: an LLM agent's LoRA adapter on
+    a shared base model) is taken at its word.
     """
+    if hasattr(agent, "policy_weights"):
+        return [(f"adapter.{name}", param) for name, param in agent.policy_weights()]
     seen: set[int] = set()
     out: list[tuple[str, torch.Tensor]] = []
+    networks = agent._networks() if hasattr(agent, "_networks") else {}
     for net_name in policy_network_names(agent):
-        for name, param in getattr(agent, net_name).named_parameters():
+        network = networks[net_name] if net_name in networks else getattr(agent, net_name)
+        for name, param in network.named_parameters():
             if (
                 param.dim() != 2
                 or not param.requires_grad

@@ -1,48 +1,46 @@
-"""Hyperparameter ranges for RL hyperparameter mutation.
+"""Hyperparameter ranges of evolutionary HPO and the one rule that moves a value.
 
-A range is ``(min, max, grow_factor, shrink_factor)``. They come either from
-the manifest's ``mutation.rl_hp_selection`` or from the algorithm spec's
-``hpo_ranges`` (restricted to the hyperparameters that algorithm has).
+A range is ``(low, high, grow_factor, shrink_factor)``. By default it comes
+from the spec field itself (``mutable_field``, see
+:mod:`agilerl.arena.models.mutable`); the manifest's
+``mutation.rl_hp_selection`` replaces those defaults for a run.
+
+Every paradigm mutates through :func:`mutated_value`: the value is multiplied
+by the factor *from where it is*, so a tuned value outside the exploration
+range is never snapped to the range's edge (a DQN ``tau`` of 0.05 stays 0.05
+x factor), and a value is never pushed further outside the range than it
+already is.
 """
 
 from __future__ import annotations
 
-import contextlib
+import math
 from collections.abc import Mapping
 from typing import Any
 
+from agilerl.arena.models.mutable import is_integer_field, mutation_range
+
 __all__ = [
-    "INT_HYPERPARAMETERS",
     "HpRange",
-    "algorithm_class_for_spec",
     "check_ranges",
+    "declared_range",
+    "integer_field",
+    "movable",
+    "mutated_value",
     "ranges_from_selection",
     "ranges_from_spec",
+    "resolve_field_name",
 ]
 
 HpRange = tuple[float, float, float, float]
-"""``(min, max, grow_factor, shrink_factor)``."""
-
-INT_HYPERPARAMETERS: frozenset[str] = frozenset(
-    {
-        "batch_size",
-        "learn_step",
-        "update_epochs",
-        "policy_freq",
-        "n_step",
-        "num_atoms",
-        "group_size",
-        "max_seq_len",
-    }
-)
-"""Hyperparameters that are always integers, whatever their current value's type."""
+"""``(low, high, grow_factor, shrink_factor)``."""
 
 
 def check_ranges(ranges: Mapping[str, Any]) -> dict[str, HpRange]:
-    """Validate and normalise ``{name: (min, max, grow, shrink)}``.
+    """Validate and normalise ``{name: (low, high, grow, shrink)}``.
 
     Raises:
-        ValueError: For a malformed range, ``min > max``, a grow factor below 1
+        ValueError: For a malformed range, ``low > high``, a grow factor below 1
             or a shrink factor outside ``[0, 1]``.
     """
     out: dict[str, HpRange] = {}
@@ -77,43 +75,79 @@ def ranges_from_selection(selection: Mapping[str, Any]) -> dict[str, HpRange]:
     return check_ranges(out)
 
 
-def algorithm_class_for_spec(spec: Any) -> type | None:
-    """The :class:`EvolvableAlgorithm` subclass a spec (class or instance) describes, if any.
-
-    Matches the spec's registry name (``spec.name`` for an instance, the
-    class name without ``Spec`` otherwise) against the algorithm classes.
-    """
-    import agilerl.algorithms  # noqa: F401  (registers the algorithm classes)
-    from agilerl.algorithms.core.base import EvolvableAlgorithm
-
+def ranges_from_spec(spec: Any) -> dict[str, HpRange]:
+    """The mutation ranges declared on the fields of a spec (class or instance)."""
     spec_cls = spec if isinstance(spec, type) else type(spec)
-    names = {spec_cls.__name__.removesuffix("Spec")}
-    if not isinstance(spec, type):
-        with contextlib.suppress(Exception):  # a name property may need missing state
-            names.add(str(spec.name))
-    stack = list(EvolvableAlgorithm.__subclasses__())
-    while stack:
-        cls = stack.pop()
-        if cls.__name__ in names:
-            return cls
-        stack.extend(cls.__subclasses__())
+    return {name: span.as_tuple() for name, span in spec_cls.mutation_ranges().items()}
+
+
+def resolve_field_name(spec: Any, name: str) -> str | None:
+    """The spec field ``name`` refers to (itself or through an alias), or ``None``."""
+    spec_cls = spec if isinstance(spec, type) else type(spec)
+    fields = spec_cls.model_fields
+    if name in fields:
+        return name
+    for field, info in fields.items():
+        if name in (info.alias, info.validation_alias):
+            return field
     return None
 
 
-def ranges_from_spec(spec: Any) -> dict[str, HpRange]:
-    """The spec's ``hpo_ranges`` restricted to hyperparameters the algorithm has.
+def integer_field(spec: Any, name: str) -> bool:
+    """Whether the spec's field ``name`` holds an integer."""
+    spec_cls = spec if isinstance(spec, type) else type(spec)
+    info = spec_cls.model_fields.get(name)
+    return info is not None and is_integer_field(info)
 
-    Names are kept when they are among the algorithm class's ``hp_names``
-    (when the class is known) or else among the spec's fields.
+
+def declared_range(spec: Any, name: str) -> HpRange | None:
+    """The range declared on the spec's field ``name`` (``None`` if it is not mutable)."""
+    spec_cls = spec if isinstance(spec, type) else type(spec)
+    info = spec_cls.model_fields.get(name)
+    span = mutation_range(info) if info is not None else None
+    return span.as_tuple() if span is not None else None
+
+
+def movable(value: Any) -> bool:
+    """Whether a multiplicative mutation can move ``value`` (a finite, non-zero number)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        try:
+            value = float(value)  # numpy scalars
+        except (TypeError, ValueError):
+            return False
+    return math.isfinite(float(value)) and float(value) != 0.0
+
+
+def mutated_value(old: float, span: HpRange, *, grow: bool, integer: bool) -> float | int:
+    """``old`` grown or shrunk by its factor: the one clamp rule of every paradigm's mutations.
+
+    The result is ``old * factor`` kept within ``[min(low, old), max(high, old)]``:
+    inside the range a value stays inside it; a value outside it (a tuned
+    setting) moves from where it is and is never pushed further out. When the
+    drawn direction cannot move the value (it sits at that edge), the other
+    direction is taken, so a mutation always changes something. An integer
+    moves by at least one when the range allows it.
 
     Args:
-        spec: An algorithm spec class or instance.
+        old: The current value.
+        span: ``(low, high, grow_factor, shrink_factor)``.
+        grow: Grow (else shrink) first.
+        integer: Round to an integer.
     """
-    spec_cls = spec if isinstance(spec, type) else type(spec)
-    ranges = dict(getattr(spec_cls, "hpo_ranges", {}) or {})
-    algo_cls = algorithm_class_for_spec(spec)
-    if algo_cls is not None and getattr(algo_cls, "hp_names", ()):
-        names = set(algo_cls.hp_names)
-    else:
-        names = set(getattr(spec_cls, "model_fields", {}))
-    return check_ranges({k: v for k, v in ranges.items() if k in names})
+    first, second = (span[2], span[3]) if grow else (span[3], span[2])
+    new = _moved(old, first, span, integer)
+    if new == old:
+        new = _moved(old, second, span, integer)
+    return new
+
+
+def _moved(old: float, factor: float, span: HpRange, integer: bool) -> float | int:
+    low, high = float(span[0]), float(span[1])
+    lo, hi = min(low, float(old)), max(high, float(old))
+    value = min(max(float(old) * factor, lo), hi)
+    if not integer:
+        return float(value)
+    new = round(value)
+    if new == round(float(old)) and factor != 1.0:
+        new += 1 if factor > 1.0 else -1
+    return int(min(max(new, math.ceil(lo)), math.floor(hi)))

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from agilerl.hpo.mutation import generator_from_state, generator_state
+from agilerl.algorithms.core.rng import generator_from_state, generator_state
 
 __all__ = ["TournamentSelection", "windowed_fitness"]
 
@@ -94,8 +94,57 @@ class TournamentSelection:
         best = int(rivals[int(np.argmax(scores[rivals]))])
         return best if scores[best] > scores[incumbent] else incumbent
 
+    def plan(self, population: Sequence[Any]) -> list[dict[str, Any]]:
+        """Choose the next generation's parents without building it.
+
+        Args:
+            population: The evaluated agents.
+
+        Returns:
+            One ``{"source", "index", "parent", "elite", "kept"}`` dict per new
+            member, in order: ``source`` is the position in ``population`` of
+            the member it copies, ``index`` its identity (the parent's for the
+            elite and kept incumbents, a fresh one otherwise), ``parent`` the
+            parent's index, ``kept`` whether an incumbent kept its place. See
+            :meth:`select` for the order.
+
+        Raises:
+            ValueError: For an empty population.
+        """
+        if not population:
+            raise ValueError("TournamentSelection.select needs a non-empty population")
+        scores = np.array([self.fitness(agent) for agent in population], dtype=np.float64)
+        best_slot = int(np.argmax(scores))
+        self.next_index = max(self.next_index, max(int(a.index) for a in population) + 1)
+        links: list[dict[str, Any]] = []
+
+        def link(source: int, keep: bool, elite: bool = False) -> None:
+            parent = int(population[source].index)
+            if keep:
+                index = parent
+            else:
+                index = self.next_index
+                self.next_index += 1
+            links.append(
+                {"source": source, "index": index, "parent": parent, "elite": elite, "kept": keep}
+            )
+
+        if self.elitism:
+            link(best_slot, keep=True, elite=True)
+            links[-1]["kept"] = False
+        if self.keep_incumbents and len(population) == self.population_size:
+            for slot in range(len(population)):
+                if self.elitism and slot == best_slot:
+                    continue
+                winner = self._defend(scores, slot)
+                link(winner, keep=winner == slot)
+            return links
+        while len(links) < self.population_size:
+            link(self._tournament(scores), keep=False)
+        return links
+
     def select(self, population: Sequence[Any]) -> tuple[Any, list[Any], list[dict[str, Any]]]:
-        """Build the next generation.
+        """Build the next generation by cloning the parents :meth:`plan` chose.
 
         Args:
             population: The evaluated agents.
@@ -115,42 +164,13 @@ class TournamentSelection:
         Raises:
             ValueError: For an empty population.
         """
-        if not population:
-            raise ValueError("TournamentSelection.select needs a non-empty population")
-        scores = np.array([self.fitness(agent) for agent in population], dtype=np.float64)
-        best = population[int(np.argmax(scores))]
-        self.next_index = max(self.next_index, max(int(a.index) for a in population) + 1)
-        elite = best.clone()
-        new_population: list[Any] = []
-        lineage: list[dict[str, Any]] = []
-        if self.elitism:
-            new_population.append(best.clone(index=best.index))
-            lineage.append({"index": int(best.index), "parent": int(best.index), "elite": True})
-        if self.keep_incumbents and len(population) == self.population_size:
-            best_slot = int(np.argmax(scores))
-            for slot in range(len(population)):
-                if self.elitism and slot == best_slot:
-                    continue
-                winner = self._defend(scores, slot)
-                if winner == slot:
-                    agent = population[slot]
-                    new_population.append(agent.clone(index=agent.index))
-                    lineage.append(
-                        {"index": int(agent.index), "parent": int(agent.index), "elite": False}
-                    )
-                else:
-                    parent = population[winner]
-                    index = self.next_index
-                    self.next_index += 1
-                    new_population.append(parent.clone(index=index))
-                    lineage.append({"index": index, "parent": int(parent.index), "elite": False})
-            return elite, new_population, lineage
-        while len(new_population) < self.population_size:
-            parent = population[self._tournament(scores)]
-            index = self.next_index
-            self.next_index += 1
-            new_population.append(parent.clone(index=index))
-            lineage.append({"index": index, "parent": int(parent.index), "elite": False})
+        links = self.plan(population)
+        scores = [self.fitness(agent) for agent in population]
+        elite = population[int(np.argmax(scores))].clone()
+        new_population = [population[ln["source"]].clone(index=ln["index"]) for ln in links]
+        lineage = [
+            {"index": ln["index"], "parent": ln["parent"], "elite": ln["elite"]} for ln in links
+        ]
         return elite, new_population, lineage
 
     def state_dict(self) -> dict[str, Any]:

@@ -84,61 +84,37 @@ def parse_search_space(
         raise ConfigError(problems) from None
 
 
-_LR = {"type": "float", "low": 1e-4, "high": 1e-2, "log": True}
-_OFF_POLICY_LR = {"type": "float", "low": 1e-4, "high": 3e-3, "log": True}
-_DQN_SPACE = {
-    "lr": _LR,
-    "batch_size": {"type": "categorical", "choices": [32, 64, 128, 256]},
-    "learn_step": {"type": "int", "low": 1, "high": 8},
-    "tau": {"type": "float", "low": 1e-3, "high": 0.1, "log": True},
-}
-_ACTOR_CRITIC_SPACE = {
-    "lr_actor": _OFF_POLICY_LR,
-    "lr_critic": _OFF_POLICY_LR,
-    "batch_size": {"type": "categorical", "choices": [64, 128, 256]},
-    "learn_step": {"type": "int", "low": 1, "high": 8},
-    "tau": {"type": "float", "low": 1e-3, "high": 0.05, "log": True},
-}
-DEFAULT_SEARCH_SPACES: dict[str, dict[str, Any]] = {
-    "DQN": {"algorithm": _DQN_SPACE},
-    "RainbowDQN": {"algorithm": _DQN_SPACE},
-    "PPO": {
-        "algorithm": {
-            "lr": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True},
-            "learn_step": {"type": "categorical", "choices": [512, 1024, 2048, 4096]},
-            "batch_size": {"type": "categorical", "choices": [64, 128, 256]},
-            "update_epochs": {"type": "int", "low": 2, "high": 20},
-            "clip_coef": {"type": "float", "low": 0.1, "high": 0.3},
-            "gae_lambda": {"type": "float", "low": 0.8, "high": 0.99},
-        }
-    },
-    "DDPG": {"algorithm": _ACTOR_CRITIC_SPACE},
-    "TD3": {
-        "algorithm": {**_ACTOR_CRITIC_SPACE, "policy_freq": {"type": "int", "low": 1, "high": 4}}
-    },
-}
-"""The search space a sweep of an algorithm uses unless ``hydra.sweeper.search_space`` is set.
-
-Keyed by the spec class's registry name (``RainbowDQN``, not its alias); each
-one only names fields that algorithm has (a test checks it)."""
-
-
 def default_search_space(spec_cls: type) -> dict[str, Any]:
-    """The default space of an algorithm spec class (or of its nearest registered parent).
+    """The search space of an algorithm unless ``hydra.sweeper.search_space`` is set.
+
+    Built from the mutation ranges declared on the spec's fields (the same
+    ranges evolutionary HPO explores): every mutable field whose default is set
+    (``max_seq_len`` is left out while it is null), integers as ``int``, ranges
+    spanning a large factor on a log scale.
 
     Raises:
-        ConfigError: If there is none: the user has to name one.
+        ConfigError: If the algorithm has no mutable field: the user has to name one.
     """
-    for cls in spec_cls.__mro__:
-        name = cls.__name__.removesuffix("Spec")
-        if name in DEFAULT_SEARCH_SPACES:
-            return DEFAULT_SEARCH_SPACES[name]
-    raise ConfigError(
-        f"hydra.sweeper.search_space: there is no default search space for "
-        f"{spec_cls.__name__.removesuffix('Spec')}; name one, nested like the manifest: "
-        "hydra.sweeper.search_space='{algorithm: {lr: {type: float, low: 1e-4, high: 1e-2, "
-        "log: true}}}'"
-    )
+    from agilerl.arena.models.mutable import is_integer_field
+
+    space: dict[str, Any] = {}
+    for name, span in spec_cls.mutation_ranges().items():
+        info = spec_cls.model_fields[name]
+        if info.default is None or span.low == span.high:
+            continue
+        if is_integer_field(info):
+            space[name] = {"type": "int", "low": int(span.low), "high": int(span.high)}
+        else:
+            space[name] = {"type": "float", "low": span.low, "high": span.high}
+        space[name]["log"] = span.log_scale
+    if not space:
+        raise ConfigError(
+            f"hydra.sweeper.search_space: {spec_cls.__name__.removesuffix('Spec')} declares no "
+            "tunable field; name a space, nested like the manifest: "
+            "hydra.sweeper.search_space='{algorithm: {lr: {type: float, low: 1e-4, high: 1e-2, "
+            "log: true}}}'"
+        )
+    return {"algorithm": space}
 
 
 def check_space_fields(space: dict[str, Any], manifest: Any) -> None:

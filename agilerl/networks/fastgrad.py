@@ -12,7 +12,7 @@ sub-modules through a tape::
 
 For a module that qualifies (a plain :class:`~agilerl.networks.mlp.MLP`, an
 :class:`~agilerl.networks.mlp.EvolvableMLP` reading a flat Box, or a
-:class:`~agilerl.networks.q_networks.NoisyMLP`; ReLU/Tanh/identity
+:class:`~agilerl.networks.noisy.NoisyMLP`; ReLU/Tanh/identity
 activations, with or without LayerNorm) the tape runs the layers without
 recording an autograd graph, saving each layer's input, and hands the loss a
 fresh leaf tensor. :meth:`GradTape.backward` lets autograd differentiate the
@@ -123,7 +123,7 @@ class MLPChain:
     def of(cls, module: nn.Module) -> MLPChain | None:
         """The chain view of ``module``, or ``None`` when it does not qualify."""
         from agilerl.networks.mlp import MLP, EvolvableMLP
-        from agilerl.networks.q_networks import NoisyMLP
+        from agilerl.networks.noisy import NoisyMLP
 
         if isinstance(module, EvolvableMLP):
             return cls.of(module.mlp) if module._flatten is None else None

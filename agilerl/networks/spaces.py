@@ -217,3 +217,16 @@ def stack_observations(space: spaces.Space, items: list[Any]) -> Any:
     if isinstance(space, spaces.Tuple):
         return tuple(np.stack([item[i] for item in items]) for i in range(len(space.spaces)))
     return np.stack(items)
+
+
+def same_space(a: Any, b: Any) -> bool:
+    """Whether two spaces have the same kind, shape, sizes and (for dicts) keys."""
+    if type(a) is not type(b) or getattr(a, "shape", None) != getattr(b, "shape", None):
+        return False
+    if hasattr(a, "n") and np.any(np.asarray(a.n) != np.asarray(b.n)):
+        return False
+    if isinstance(getattr(a, "spaces", None), dict):
+        return a.spaces.keys() == b.spaces.keys() and all(
+            same_space(a.spaces[k], b.spaces[k]) for k in a.spaces
+        )
+    return True

@@ -88,8 +88,6 @@ class LLMStrategy(TrainingStrategy):
         kwargs: dict[str, Any] = {"evaluation_interval": training.evaluation_interval or 10}
         if training.checkpoint_steps is not None:
             kwargs["checkpoint_steps"] = training.checkpoint_steps
-        if training.checkpoint_path is not None:
-            kwargs["checkpoint_path"] = training.checkpoint_path
         if self.takes_epochs:
             kwargs["num_epochs"] = training.num_epochs
         elif training.num_epochs is not None:
@@ -97,7 +95,6 @@ class LLMStrategy(TrainingStrategy):
                 "training.num_epochs is ignored by rollout fine-tuning", UserWarning, stacklevel=2
             )
         kwargs["checkpoint_export"] = training.effective_checkpoint_export()
-        kwargs["hpo"] = training.hpo
         max_reward = getattr(env_spec, "max_reward", None)
         if max_reward is not None:
             kwargs["max_reward"] = max_reward
@@ -160,8 +157,8 @@ class LLMRolloutStrategy(LLMStrategy):
         Raises:
             ConfigError: If a multi-process run asks for more than one agent.
         """
+        from agilerl.builders.llm import population_on_one_base
         from agilerl.llm import distributed
-        from agilerl.llm.evolution import population_on_one_base
 
         if distributed.active() and runtime.pop_size != 1:
             raise ConfigError(
@@ -270,7 +267,7 @@ class LLMDatasetStrategy(LLMStrategy):
         self, spec: AlgorithmSpec, builder: Any, envs: EnvSetup, runtime: PopulationRuntime
     ) -> list[Any]:
         """``pop_size`` adapters on one shared base model (the tokenizer rides in ``envs``)."""
-        from agilerl.llm.evolution import population_on_one_base
+        from agilerl.builders.llm import population_on_one_base
 
         return population_on_one_base(
             spec, envs.observation_space, runtime.pop_size, device=runtime.device, builder=builder

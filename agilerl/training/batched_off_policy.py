@@ -37,7 +37,7 @@ from agilerl.training.batched_eval import evaluate_and_evolve, group_actions
 from agilerl.training.evaluation import eval_layout
 from agilerl.training.population_env import PopulationVectorEnv
 from agilerl.training.population_loop import PopulationLoop
-from agilerl.training.results import LoopResult
+from agilerl.training.results import LoopResult, mean_metrics
 from agilerl.training.run_context import RunContext
 from agilerl.training.transitions import EpisodeTracker
 
@@ -105,7 +105,6 @@ def train_off_policy_batched(
     vector env is made with ``env_factory``). Check
     :func:`batched_off_policy_reason` first.
     """
-    from agilerl.training.train_off_policy import _mean
 
     run = run or RunContext.ephemeral()
     size, num_envs = len(population), int(env.num_envs)
@@ -165,7 +164,7 @@ def train_off_policy_batched(
                 agent.scores.extend(finished)
                 details.append(
                     {
-                        **_mean(stats[i]),
+                        **mean_metrics(stats[i]),
                         "train_return": float(np.mean(finished)) if finished else math.nan,
                         "epsilon": epsilons[i]
                         if getattr(agent, "uses_epsilon", False)

@@ -33,7 +33,7 @@ from agilerl.training.collect_recurrent import collect_recurrent_rollouts
 from agilerl.training.evaluation import eval_layout
 from agilerl.training.population_env import PopulationVectorEnv
 from agilerl.training.population_loop import PopulationLoop
-from agilerl.training.results import LoopResult
+from agilerl.training.results import LoopResult, mean_metrics
 from agilerl.training.run_context import RunContext
 
 __all__ = ["batched_on_policy_reason", "train_on_policy_batched"]
@@ -105,7 +105,6 @@ def train_on_policy_batched(
     arguments; the envs are made with ``env_factory``. Check
     :func:`batched_on_policy_reason` first.
     """
-    from agilerl.training.train_on_policy import _mean_losses
 
     run = run or RunContext.ephemeral()
     size = len(population)
@@ -142,7 +141,7 @@ def train_on_policy_batched(
                 ):
                     partial |= agent.steps < next_eval[slot]
                     agent.scores.extend(returns)
-                    losses[slot] = _mean_losses(agent_losses) | {
+                    losses[slot] = mean_metrics(agent_losses) | {
                         "train_return": float(np.mean(returns)) if returns else float("nan"),
                         "lr": float(agent.current_lr(agent.steps)),
                     }

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from agilerl.hpo.evolution import Evolution
 from agilerl.training.checkpointing import ResumeState
 from agilerl.training.results import LoopResult
 from agilerl.training.run_context import RunContext
@@ -135,27 +136,6 @@ def _result(result: MultiAgentTrainResult, state: dict[str, Any], run: RunContex
     return loop_result
 
 
-def _mutation_kwargs(mutation: Any) -> dict[str, Any]:
-    """The loops' mutation settings from the trainer's :class:`~agilerl.hpo.Mutations`.
-
-    Members mutate an RL hyperparameter with the share of ``rl_hp_mut``, and
-    the others their networks so that ``arch_mut``'s share of all members is
-    edited (parameter noise and activation changes do not apply here); the
-    elite is kept unchanged unless ``mutate_elite``.
-    """
-    if mutation is None:
-        return {"mutation_probability": 0.0}
-    kinds, weights = getattr(mutation, "kinds", []), getattr(mutation, "weights", [])
-    shares = dict(zip(kinds, weights, strict=True))
-    rl, arch = float(shares.get("rl_hp", 0.0)), float(shares.get("arch", 0.0))
-    return {
-        "mutation_probability": rl,
-        "architecture_probability": arch / (1.0 - rl) if rl < 1.0 else 0.0,
-        "new_layer": float(getattr(mutation, "new_layer", 0.2)),
-        "mutate_elite": bool(getattr(mutation, "mutate_elite", False)),
-    }
-
-
 def _resume(run: RunContext) -> dict[str, Any] | None:
     """The loop state to continue from (with the stored replay buffer), or ``None``."""
     stored = run.resume_state
@@ -185,6 +165,8 @@ def _run(train: Any, population: list[Any], env: Any, **kwargs: Any) -> LoopResu
     run = kwargs.pop("run", None) or RunContext.ephemeral()
     env_factory = kwargs.pop("env_factory", None)
     target, mutation = kwargs.pop("target", None), kwargs.pop("mutation", None)
+    tournament = kwargs.pop("tournament", None)
+    evolution = Evolution(tournament, mutation) if tournament and mutation else None
     save_memory = bool(kwargs.pop("save_memory", False))
     eval_env = env_factory(seed=run.seed + _EVAL_SEED_OFFSET) if env_factory else None
     log, on_generation, state = _hooks(run, target, save_memory)
@@ -193,7 +175,7 @@ def _run(train: Any, population: list[Any], env: Any, **kwargs: Any) -> LoopResu
             population,
             env,
             eval_env=eval_env,
-            **_mutation_kwargs(mutation),
+            evolution=evolution,
             seed=run.seed,
             log=log,
             on_generation=on_generation,

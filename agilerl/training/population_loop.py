@@ -13,6 +13,7 @@ import math
 import time
 from typing import Any
 
+from agilerl.hpo.evolution import Evolution, live_hyperparameters
 from agilerl.training.checkpointing import ResumeState
 from agilerl.training.results import LoopResult
 from agilerl.training.run_context import RunContext, finite_or_none
@@ -172,44 +173,10 @@ class PopulationLoop:
 
     def evolve(self, tournament: Any, mutation: Any) -> None:
         """Tournament selection then mutation; the lineage goes to ``hpo.csv`` and the display."""
-        parents = {agent.index: agent for agent in self.population}
-        _elite, population, lineage = tournament.select(self.population)
-        kept = {link["index"] for link in lineage if link["parent"] == link["index"]}
-        kept -= {link["index"] for link in lineage if link.get("elite")}
-        population = (
-            mutation.mutation(population, keep=kept) if kept else mutation.mutation(population)
+        population, rows = Evolution(tournament, mutation).evolve(
+            self.population, generation=self.generation, step=self.env_steps
         )
-        records = {r["index"]: r for r in getattr(mutation, "last_records", [])}
-        rows = []
-        for agent, link in zip(population, lineage, strict=True):
-            parent = parents.get(link["parent"])
-            record = records.get(agent.index, {})
-            rows.append(
-                {
-                    "generation": self.generation,
-                    "step": self.env_steps,
-                    "index": agent.index,
-                    "parent": link["parent"],
-                    "elite": bool(link.get("elite", False)),
-                    "parent_fitness": parent.fitness[-1] if parent and parent.fitness else None,
-                    "mutation": record.get("mutation", agent.mut or "None"),
-                    "detail": record.get("detail", ""),
-                    **hyperparameters(agent),
-                }
-            )
-            self.run.sinks.log(
-                {
-                    f"member_{slot}/{k}": float(v)
-                    for slot, (k, v) in [
-                        (population.index(agent), kv) for kv in hyperparameters(agent).items()
-                    ]
-                },
-                self.env_steps,
-            )
-        if self.run.run_dir is not None:
-            self.run.run_dir.append_lineage(rows)
-        if self.run.progress is not None:
-            self.run.progress.population(self.generation, rows)
+        record_lineage(self.run, self.generation, self.env_steps, population, rows)
         self.population = population
 
     def begin_generation(self) -> None:
@@ -307,9 +274,19 @@ class PopulationLoop:
 
 def hyperparameters(agent: Any) -> dict[str, Any]:
     """The agent's live mutable hyperparameters, as ``hp_<name>`` columns."""
-    values = {}
-    for name in getattr(agent, "hp_names", ()):
-        value = getattr(agent, name, None)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            values[f"hp_{name}"] = value
-    return values
+    return live_hyperparameters(agent)
+
+
+def record_lineage(
+    run: RunContext, generation: int, step: int, population: list[Any], rows: list[dict]
+) -> None:
+    """Write an evolution's lineage: ``hpo.csv``, per-member scalars and the display."""
+    for slot, agent in enumerate(population):
+        run.sinks.log(
+            {f"member_{slot}/{k}": float(v) for k, v in live_hyperparameters(agent).items()},
+            step,
+        )
+    if run.run_dir is not None:
+        run.run_dir.append_lineage(rows)
+    if run.progress is not None:
+        run.progress.population(generation, rows)

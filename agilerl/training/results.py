@@ -42,3 +42,10 @@ class LoopResult:
     def __iter__(self) -> Iterator[Any]:
         yield self.population
         yield self.fitnesses
+
+
+def mean_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
+    """The mean of each key over ``rows`` (dicts with the same keys); ``{}`` for none."""
+    if not rows:
+        return {}
+    return {key: sum(float(row[key]) for row in rows) / len(rows) for key in rows[0]}

@@ -2,10 +2,9 @@
 
 Both loops are plain functions of ``(population, env, ...)``: each generation
 trains every agent for ``evo_steps`` env steps, evaluates it (greedy, summed
-or averaged over agents), and, when a :class:`~agilerl.hpo.TournamentSelection`
-is given, selects the next generation and mutates RL hyperparameters
-(:func:`mutate_hyperparameters`) and, with ``architecture_probability``, the
-networks of one agent group (:func:`mutate_architectures`). Env steps count agent-env interactions
+or averaged over agents), and, when an :class:`~agilerl.hpo.evolution.Evolution`
+is given, evolves the population through it (the same tournament, mutation
+and lineage as every paradigm). Env steps count agent-env interactions
 summed over copies (one vector step of 8 copies is 8 steps).
 
 Every generation starts from env resets seeded by ``(seed, slot, generation)``,
@@ -33,8 +32,7 @@ from agilerl.algorithms.core.multi_agent import MultiAgentAlgorithm
 from agilerl.algorithms.ippo import IPPO
 from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
 from agilerl.envs.pettingzoo import PettingZooVectorEnv
-from agilerl.hpo.mutation import generator_from_state, generator_state
-from agilerl.hpo.tournament import TournamentSelection
+from agilerl.hpo.evolution import Evolution, live_hyperparameters
 from agilerl.training.evaluation import episode_stats
 from agilerl.training.results import LoopResult
 
@@ -43,8 +41,6 @@ __all__ = [
     "MultiAgentTrainResult",
     "evaluate_multi_agent",
     "make_replay_buffer",
-    "mutate_architectures",
-    "mutate_hyperparameters",
     "train_multi_agent_off_policy",
     "train_multi_agent_on_policy",
 ]
@@ -206,87 +202,6 @@ def evaluate_multi_agent(
     return fitness, per_agent
 
 
-def mutate_hyperparameters(
-    population: list[MultiAgentAlgorithm],
-    rng: np.random.Generator,
-    probability: float = 0.5,
-    names: Sequence[str] | None = None,
-    keep: Sequence[bool] | None = None,
-) -> list[str | None]:
-    """Scale one RL hyperparameter of some members by its grow/shrink factor.
-
-    Each member (but those ``keep`` marks: the elite, incumbents that kept
-    their place) mutates with ``probability``: one name drawn from the spec's
-    ``hpo_ranges`` that is also a spec field (or from ``names``) is multiplied
-    by the grow or shrink factor, clamped to its range (widened to include the
-    current value), integers rounded, and
-    written through :meth:`MultiAgentAlgorithm.set_hp`.
-
-    Returns:
-        The mutation applied to each member (``"lr_actor"``, ...) or ``None``.
-    """
-    applied: list[str | None] = []
-    for agent, kept in zip(population, keep or [False] * len(population), strict=True):
-        ranges = type(agent.spec).hpo_ranges
-        fields = type(agent.spec).model_fields
-        pool = [n for n in (names or ranges) if n in ranges and n in fields]
-        if kept or not pool or rng.random() >= probability:
-            agent.mut = None
-            applied.append(None)
-            continue
-        name = pool[int(rng.integers(len(pool)))]
-        low, high, grow, shrink = ranges[name]
-        value = getattr(agent.spec, name)
-        new = value * (grow if rng.random() < 0.5 else shrink)
-        # A setting the user put outside the range is not pulled into it in one jump.
-        new = min(max(new, min(low, value)), max(high, value))
-        if isinstance(value, int) and not isinstance(value, bool):
-            new = round(new)
-        agent.set_hp(**{name: new})
-        agent.mut = name
-        applied.append(name)
-    return applied
-
-
-def mutate_architectures(
-    population: list[MultiAgentAlgorithm],
-    rng: np.random.Generator,
-    probability: float,
-    new_layer: float = 0.2,
-    skip: Sequence[str | None] | None = None,
-    keep: Sequence[bool] | None = None,
-) -> tuple[list[MultiAgentAlgorithm], list[str | None]]:
-    """Edit one group's networks of some members (:mod:`agilerl.hpo.group_architecture`).
-
-    Args:
-        population: The members.
-        rng: Draws who mutates and the edit.
-        probability: Chance a member (not in ``skip``) is edited.
-        new_layer: Chance a depth edit is tried before a width edit.
-        skip: Per member, a mutation already applied this generation (``None``: none);
-            those members are left alone.
-        keep: Per member, whether it is left unchanged (the elite, an incumbent).
-
-    Returns:
-        The members (edited ones rebuilt) and ``"arch: <group>: <edit>"`` or ``None`` each.
-    """
-    from agilerl.hpo.group_architecture import mutate_group_architecture
-
-    out, labels = [], []
-    n = len(population)
-    for agent, done, kept in zip(population, skip or [None] * n, keep or [False] * n, strict=True):
-        if kept or done is not None or rng.random() >= probability:
-            out.append(agent)
-            labels.append(done)
-            continue
-        agent, detail = mutate_group_architecture(agent, rng, new_layer)
-        label = f"arch: {detail}" if detail else None
-        agent.mut = label
-        out.append(agent)
-        labels.append(label)
-    return out, labels
-
-
 def _envs_for(population: Sequence[Any], env: Any) -> list[PettingZooVectorEnv]:
     if isinstance(env, Sequence):
         if len(env) != len(population):
@@ -319,12 +234,8 @@ class _Schedule:
         eval_env: PettingZooVectorEnv | None,
         eval_loop: int,
         sum_scores: bool,
-        tournament: TournamentSelection | None,
-        mutation_probability: float,
+        evolution: Evolution | None,
         seed: int,
-        architecture_probability: float = 0.0,
-        new_layer: float = 0.2,
-        mutate_elite: bool = False,
         log: Logger | None,
         on_generation: GenerationHook | None = None,
         resume: Mapping[str, Any] | None = None,
@@ -334,13 +245,8 @@ class _Schedule:
         self.eval_env = eval_env
         self.eval_loop = eval_loop
         self.sum_scores = sum_scores
-        self.tournament = tournament
-        self.mutation_probability = mutation_probability
-        self.architecture_probability = architecture_probability
-        self.new_layer = new_layer
-        self.mutate_elite = mutate_elite
+        self.evolution = evolution
         self.seed = seed
-        self.rng = np.random.default_rng(seed)
         self.log = log
         self.on_generation = on_generation
         self.generation = 0
@@ -351,8 +257,6 @@ class _Schedule:
         if resume is not None:
             self.generation = int(resume["generation"])
             self.result.env_steps = int(resume["env_steps"])
-            if resume.get("rng") is not None:
-                self.rng = generator_from_state(resume["rng"])
             self.credits = [float(c) for c in resume.get("credits") or self.credits]
         self.should_stop = should_stop
         self.generation_start = self.result.env_steps
@@ -427,46 +331,22 @@ class _Schedule:
                 {k: float(np.mean(v)) for k, v in self.gen_losses.get(a.index, {}).items()}
                 for a in population
             ],
-            "hyperparameters": [_live_hyperparameters(a) for a in population],
+            "hyperparameters": [live_hyperparameters(a) for a in population],
             "mutations": [],
         }
         for values in (row["fitness"], row["mean_score"]):
             if any(v is not None and not math.isfinite(v) for v in values):
                 raise FloatingPointError(f"non-finite score in generation {self.generation}: {row}")
-        if self.tournament is not None and fitness:
-            _, new_population, lineage = self.tournament.select(population)
-            # the elite (unless mutate_elite) and incumbents that kept their place stay as
-            # they are, as in the single-agent loops
-            keep = [
-                (not self.mutate_elite) if link.get("elite") else link["parent"] == link["index"]
-                for link in lineage
-            ]
-            row["mutations"] = mutate_hyperparameters(
-                new_population, self.rng, self.mutation_probability, keep=keep
+        if self.evolution is not None and fitness:
+            new_population, row["lineage"] = self.evolution.evolve(
+                population, generation=self.generation, step=self.result.env_steps
             )
-            if self.architecture_probability > 0:
-                new_population, row["mutations"] = mutate_architectures(
-                    new_population,
-                    self.rng,
-                    self.architecture_probability,
-                    self.new_layer,
-                    skip=row["mutations"],
-                    keep=keep,
-                )
-            row["lineage"] = _lineage_rows(
-                self.generation,
-                self.result.env_steps,
-                new_population,
-                lineage,
-                row["mutations"],
-                {a.index: f for a, f in zip(population, fitness, strict=True)},
-            )
+            row["mutations"] = [r["mutation"] for r in row["lineage"]]
             self.result.population = new_population
         self.result.history.append(row)
         self.result.loop_state = {
             "generation": self.generation + 1,
             "env_steps": self.result.env_steps,
-            "rng": generator_state(self.rng),
             "credits": list(self.credits),
         }
         if self.log is not None:
@@ -476,40 +356,6 @@ class _Schedule:
         self.generation += 1
         self.gen_scores = {}
         self.gen_losses = {}
-
-
-def _lineage_rows(
-    generation: int,
-    env_steps: int,
-    population: Sequence[MultiAgentAlgorithm],
-    lineage: Sequence[Mapping[str, Any]],
-    mutations: Sequence[str | None],
-    parent_fitness: Mapping[int, float],
-) -> list[dict[str, Any]]:
-    """One ``hpo.csv`` row per new member: its parent, mutation and live hyperparameters."""
-    rows = []
-    for agent, link, mutation in zip(population, lineage, mutations, strict=True):
-        rows.append(
-            {
-                "generation": generation,
-                "step": env_steps,
-                "index": agent.index,
-                "parent": link["parent"],
-                "elite": bool(link.get("elite", False)),
-                "parent_fitness": parent_fitness.get(link["parent"]),
-                "mutation": mutation or "None",
-                "detail": "elite kept" if link.get("elite") and mutation is None else "",
-                **_live_hyperparameters(agent),
-            }
-        )
-    return rows
-
-
-def _live_hyperparameters(agent: MultiAgentAlgorithm) -> dict[str, Any]:
-    """The spec's tunable settings (its ``hpo_ranges``) as ``hp_<name>`` columns."""
-    spec = agent.spec
-    fields = type(spec).model_fields
-    return {f"hp_{n}": getattr(spec, n) for n in type(spec).hpo_ranges if n in fields}
 
 
 def _rollout_steps(agent: IPPO, num_envs: int) -> int:
@@ -575,11 +421,7 @@ def train_multi_agent_on_policy(
     eval_env: PettingZooVectorEnv | None = None,
     eval_loop: int = 1,
     sum_scores: bool = True,
-    tournament: TournamentSelection | None = None,
-    mutation_probability: float = 0.5,
-    architecture_probability: float = 0.0,
-    new_layer: float = 0.2,
-    mutate_elite: bool = False,
+    evolution: Evolution | None = None,
     seed: int = 0,
     log: Logger | None = None,
     on_generation: GenerationHook | None = None,
@@ -598,13 +440,9 @@ def train_multi_agent_on_policy(
         eval_env: Env for evaluation; ``None`` skips evaluation and evolution.
         eval_loop: Evaluation episodes per eval-env copy.
         sum_scores: Fitness summed over agents, else averaged.
-        tournament: Selection between generations (``None``: no evolution).
-        mutation_probability: Chance a selected member mutates one RL hyperparameter.
-        architecture_probability: Chance a member that did not is given an
-            architecture edit of one group's networks.
-        new_layer: Chance such an edit tries depth before width.
-        mutate_elite: Mutate the elite too (by default it is kept unchanged).
-        seed: Seeds torch, env resets and the mutation generator.
+        evolution: Tournament selection and mutation between generations
+            (:class:`~agilerl.hpo.evolution.Evolution`; ``None``: no evolution).
+        seed: Seeds torch and env resets.
         log: Called with each generation's history row.
         on_generation: Called with the result after each generation's evolution.
         resume: A checkpointed :attr:`MultiAgentTrainResult.loop_state` to continue from
@@ -622,11 +460,7 @@ def train_multi_agent_on_policy(
         eval_env=eval_env,
         eval_loop=eval_loop,
         sum_scores=sum_scores,
-        tournament=tournament,
-        mutation_probability=mutation_probability,
-        architecture_probability=architecture_probability,
-        new_layer=new_layer,
-        mutate_elite=mutate_elite,
+        evolution=evolution,
         seed=seed,
         log=log,
         on_generation=on_generation,
@@ -687,11 +521,7 @@ def train_multi_agent_off_policy(
     eval_env: PettingZooVectorEnv | None = None,
     eval_loop: int = 1,
     sum_scores: bool = True,
-    tournament: TournamentSelection | None = None,
-    mutation_probability: float = 0.5,
-    architecture_probability: float = 0.0,
-    new_layer: float = 0.2,
-    mutate_elite: bool = False,
+    evolution: Evolution | None = None,
     seed: int = 0,
     log: Logger | None = None,
     on_generation: GenerationHook | None = None,
@@ -713,13 +543,9 @@ def train_multi_agent_off_policy(
         eval_env: Env for evaluation; ``None`` skips evaluation and evolution.
         eval_loop: Evaluation episodes per eval-env copy.
         sum_scores: Fitness summed over agents, else averaged.
-        tournament: Selection between generations.
-        mutation_probability: Chance a selected member mutates one RL hyperparameter.
-        architecture_probability: Chance a member that did not is given an
-            architecture edit of one group's networks.
-        new_layer: Chance such an edit tries depth before width.
-        mutate_elite: Mutate the elite too (by default it is kept unchanged).
-        seed: Seeds torch, env resets, the buffer and the mutation generator.
+        evolution: Tournament selection and mutation between generations
+            (:class:`~agilerl.hpo.evolution.Evolution`; ``None``: no evolution).
+        seed: Seeds torch, env resets and the buffer.
         log: Called with each generation's history row.
         on_generation: Called with the result after each generation's evolution.
         resume: A checkpointed :attr:`MultiAgentTrainResult.loop_state` to continue from,
@@ -735,11 +561,7 @@ def train_multi_agent_off_policy(
         eval_env=eval_env,
         eval_loop=eval_loop,
         sum_scores=sum_scores,
-        tournament=tournament,
-        mutation_probability=mutation_probability,
-        architecture_probability=architecture_probability,
-        new_layer=new_layer,
-        mutate_elite=mutate_elite,
+        evolution=evolution,
         seed=seed,
         log=log,
         on_generation=on_generation,

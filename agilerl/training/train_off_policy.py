@@ -10,7 +10,7 @@ import numpy as np
 from agilerl.training.evaluation import PopulationEnvs
 from agilerl.training.off_policy_memory import Memory
 from agilerl.training.population_loop import PopulationLoop
-from agilerl.training.results import LoopResult
+from agilerl.training.results import LoopResult, mean_metrics
 from agilerl.training.run_context import RunContext
 from agilerl.training.transitions import EpisodeTracker, real_next_obs
 
@@ -196,7 +196,7 @@ def train_off_policy(
                 agent.scores.extend(finished)
                 details.append(
                     {
-                        **_mean(stats),
+                        **mean_metrics(stats),
                         "train_return": float(np.mean(finished)) if finished else math.nan,
                         "epsilon": epsilons[slot]
                         if getattr(agent, "uses_epsilon", False)
@@ -219,9 +219,3 @@ def _annealed_beta(beta0: float | None, steps: int, max_steps: int) -> float | N
     if beta0 is None:
         return None
     return beta0 + (1.0 - beta0) * min(1.0, steps / max_steps)
-
-
-def _mean(stats: list[dict[str, float]]) -> dict[str, float]:
-    if not stats:
-        return {}
-    return {k: float(np.mean([s[k] for s in stats])) for k in stats[0]}

@@ -10,7 +10,7 @@ from agilerl.training.collect import collect_rollouts
 from agilerl.training.collect_recurrent import collect_recurrent_rollouts
 from agilerl.training.evaluation import PopulationEnvs
 from agilerl.training.population_loop import PopulationLoop
-from agilerl.training.results import LoopResult
+from agilerl.training.results import LoopResult, mean_metrics
 from agilerl.training.run_context import RunContext
 
 
@@ -132,7 +132,7 @@ def train_on_policy(
                 partial |= agent.steps < next_eval
                 agent.scores.extend(returns)
                 losses.append(
-                    _mean_losses(agent_losses)
+                    mean_metrics(agent_losses)
                     | {
                         "train_return": float(np.mean(returns)) if returns else float("nan"),
                         "lr": float(agent.current_lr(agent.steps)),
@@ -148,9 +148,3 @@ def train_on_policy(
     finally:
         envs.close()
     return loop.finish()
-
-
-def _mean_losses(losses: list[dict[str, float]]) -> dict[str, float]:
-    if not losses:
-        return {}
-    return {key: float(np.mean([entry[key] for entry in losses])) for key in losses[0]}

@@ -298,7 +298,8 @@ def test_max_seq_len_mutates_within_the_spec_range_only_where_it_is_set() -> Non
     agent = _agent(_env(2))
     agent.set_hp(max_seq_len=16)
     ranges = ranges_from_spec(agent.spec)
-    assert ranges["max_seq_len"][:2] == PPOSpec.hpo_ranges["max_seq_len"][:2]
+    declared = PPOSpec.mutation_ranges()["max_seq_len"]
+    assert ranges["max_seq_len"][:2] == (declared.low, declared.high)
     low, high = ranges["max_seq_len"][:2]
     mutations = Mutations(
         {"rl_hp_mut": 1.0}, {"max_seq_len": ranges["max_seq_len"]}, rng=np.random.default_rng(0)

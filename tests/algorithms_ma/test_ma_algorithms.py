@@ -17,13 +17,13 @@ from agilerl.arena.models.algorithms.ippo import IPPOSpec
 from agilerl.arena.models.algorithms.maddpg import MADDPGSpec
 from agilerl.arena.models.algorithms.matd3 import MATD3Spec
 from agilerl.envs.pettingzoo import make_vector_env
-from agilerl.hpo.tournament import TournamentSelection
 from agilerl.training.train_multi_agent import (
     evaluate_multi_agent,
     make_replay_buffer,
     train_multi_agent_off_policy,
     train_multi_agent_on_policy,
 )
+from tests.hpo.operators import make_evolution
 
 SL = "mpe2.simple_speaker_listener_v4"
 SPREAD = "mpe2.simple_spread_v3"
@@ -313,12 +313,12 @@ def _run(
     agents = [
         cls(spec, env.observation_spaces, env.action_spaces, index=i) for i in range(population)
     ]
-    tournament = (
-        TournamentSelection(2, True, population, rng=np.random.default_rng(seed))
+    evolution = (
+        make_evolution(spec, population, seed, no_mut=0.5, rl_hp_mut=0.5)
         if population > 1
         else None
     )
-    kwargs = dict(max_steps=200, evo_steps=100, eval_env=eval_env, seed=seed, tournament=tournament)
+    kwargs = dict(max_steps=200, evo_steps=100, eval_env=eval_env, seed=seed, evolution=evolution)
     if cls is IPPO:
         result = train_multi_agent_on_policy(agents, env, **kwargs)
     else:

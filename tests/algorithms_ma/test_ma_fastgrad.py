@@ -87,8 +87,8 @@ def test_ippo_update_matches_autograd(continuous) -> None:
     spec = IPPOSpec(net_config=_net(False), learn_step=64, batch_size=32, update_epochs=2)
     fast, slow = _pair(lambda: IPPO(spec, env.observation_spaces, env.action_spaces))
     obs, _ = env.reset(seed=0)
-    schedule = _Schedule([fast], eval_env=None, eval_loop=1, sum_scores=True, tournament=None,
-                         mutation_probability=0.0, seed=0, log=None)  # fmt: skip
+    schedule = _Schedule([fast], eval_env=None, eval_loop=1, sum_scores=True, evolution=None,
+                         seed=0, log=None)  # fmt: skip
     rollout, _ = _collect_ippo(fast, env, obs, EpisodeTracker(env.agents, 4), schedule)
     torch.manual_seed(1)
     out_fast = fast.learn(rollout)

@@ -20,6 +20,7 @@ from agilerl.hpo.architecture import edit_mlp
 from agilerl.hpo.group_architecture import group_net_configs, mutate_group_architecture
 from agilerl.hpo.tournament import TournamentSelection
 from agilerl.training.train_multi_agent import train_multi_agent_off_policy
+from tests.hpo.operators import make_evolution
 
 SL = "mpe2.simple_speaker_listener_v4"
 NET = {
@@ -98,7 +99,9 @@ def test_no_edit_outside_the_bounds() -> None:
     env.close()
 
 
-def _evolving_run(max_steps: int, **mutation: Any) -> tuple[Any, dict[int, Any]]:
+def _evolving_run(
+    max_steps: int, mutate_elite: bool = False, **probabilities: float
+) -> tuple[Any, dict[int, Any]]:
     """Two MATD3 members on continuous speaker-listener, evolving every 50 steps."""
     env = make_vector_env(SL, {"continuous_actions": True}, num_envs=2)
     torch.manual_seed(0)
@@ -112,20 +115,19 @@ def _evolving_run(max_steps: int, **mutation: Any) -> tuple[Any, dict[int, Any]]
         evo_steps=50,
         learning_delay=20,
         eval_env=env,
-        tournament=TournamentSelection(2, True, 2, rng=np.random.default_rng(0)),
+        evolution=make_evolution(spec, 2, 0, mutate_elite=mutate_elite, **probabilities),
         seed=2,
-        **mutation,
     )
     env.close()
     return result, before
 
 
 def test_the_loop_evolves_group_networks_and_keeps_training() -> None:
-    result, before = _evolving_run(150, mutation_probability=0.0, architecture_probability=1.0)
+    result, before = _evolving_run(150, arch_mut=1.0, new_layer=0.5)
     # the elite (first of each new population) is kept as it is (mutate_elite is off)
-    assert result.history and all(row["mutations"][0] is None for row in result.history)
-    labels = [m for row in result.history for m in row["mutations"][1:]]
-    assert labels and all(m is not None and m.startswith("arch: ") for m in labels)
+    assert result.history and all(row["mutations"][0] == "None" for row in result.history)
+    lineage = [row["lineage"][1:] for row in result.history]
+    assert all(r["mutation"] == "arch" and r["detail"] for rows in lineage for r in rows)
     elites = [row["lineage"][0] for row in result.history]
     assert all(e["elite"] and e["detail"] == "elite kept" for e in elites)
     assert any(group_net_configs(a) != before[0] for a in result.population)
@@ -137,5 +139,36 @@ def test_the_loop_evolves_group_networks_and_keeps_training() -> None:
 
 
 def test_mutate_elite_mutates_the_elite_too() -> None:
-    result, _ = _evolving_run(100, mutation_probability=1.0, mutate_elite=True)
-    assert all(m is not None for row in result.history for m in row["mutations"])
+    result, _ = _evolving_run(100, mutate_elite=True, rl_hp_mut=1.0)
+    assert all(m == "rl_hp" for row in result.history for m in row["mutations"])
+
+
+def test_the_loop_honours_rl_hp_selection() -> None:
+    """Only the hyperparameters mutation.rl_hp_selection names mutate, within its factors."""
+    from agilerl.arena.models.hpo import MutationSpec
+    from agilerl.hpo import Mutations
+    from agilerl.hpo.evolution import Evolution
+
+    env = make_vector_env(SL, {"continuous_actions": True}, num_envs=2)
+    torch.manual_seed(0)
+    spec = MATD3Spec(net_config=NET, batch_size=16, learn_step=8, lr_actor=1e-3)
+    agents = [MATD3(spec, env.observation_spaces, env.action_spaces, index=i) for i in range(3)]
+    selection = {"lr_actor": {"min": 1e-4, "max": 1e-2, "grow_factor": 2.0, "shrink_factor": 0.5}}
+    mutation = MutationSpec(
+        probabilities={"no_mut": 0.0, "arch_mut": 0.0, "params_mut": 0.0, "rl_hp_mut": 1.0},
+        rl_hp_selection=selection,
+    )
+    evolution = Evolution(
+        TournamentSelection(2, True, 3, rng=np.random.default_rng(0)),
+        Mutations.from_spec(mutation, spec, rng_seed=0),
+    )
+    result = train_multi_agent_off_policy(
+        agents, env, max_steps=100, evo_steps=50, learning_delay=20, eval_env=env,
+        evolution=evolution, seed=2,
+    )  # fmt: skip
+    env.close()
+    mutated = [r for row in result.history for r in row["lineage"] if r["mutation"] == "rl_hp"]
+    assert len(mutated) == 4 and all(r["detail"].startswith("lr_actor ") for r in mutated)
+    for agent in result.population:
+        assert agent.spec.model_dump(exclude={"lr_actor"}) == spec.model_dump(exclude={"lr_actor"})
+        assert agent.spec.lr_actor in (1e-3, 2e-3, 5e-4, 4e-3, 2.5e-4)

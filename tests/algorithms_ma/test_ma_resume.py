@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 
@@ -14,12 +13,12 @@ from agilerl.algorithms.matd3 import MATD3
 from agilerl.arena.models.algorithms.ippo import IPPOSpec
 from agilerl.arena.models.algorithms.matd3 import MATD3Spec
 from agilerl.envs.pettingzoo import make_vector_env
-from agilerl.hpo.tournament import TournamentSelection
 from agilerl.training.checkpointing import rng_state, set_rng_state
 from agilerl.training.train_multi_agent import (
     train_multi_agent_off_policy,
     train_multi_agent_on_policy,
 )
+from tests.hpo.operators import make_evolution
 
 SMALL_NET = {
     "latent_dim": 16,
@@ -47,9 +46,15 @@ def _train(name: str, max_steps: int, resume: dict | None = None, agents=None, h
     eval_env = make_vector_env(
         "mpe2.simple_speaker_listener_v4", {"continuous_actions": continuous}, 2
     )
-    tournament = TournamentSelection(2, True, 2, rng=np.random.default_rng(1))
+    # rates only: a mutated learn_step would change how many whole rollouts fit a generation
+    rates = {"min": 1e-5, "max": 1e-1}
+    selection = {
+        name: rates for name in ("lr", "lr_actor", "lr_critic") if name in type(spec).model_fields
+    }
+    evolution = make_evolution(spec, 2, 1, selection=selection, rl_hp_mut=1.0)
     if resume is not None:
-        tournament.load_state_dict(resume.pop("tournament"))
+        evolution.tournament.load_state_dict(resume.pop("tournament"))
+        evolution.mutation.load_state_dict(resume.pop("mutation"))
     if agents is None:
         torch.manual_seed(0)
         agents = [cls(spec, env.observation_spaces, env.action_spaces, index=i) for i in range(2)]
@@ -58,10 +63,9 @@ def _train(name: str, max_steps: int, resume: dict | None = None, agents=None, h
         evo_steps=50,
         eval_env=eval_env,
         seed=7,
-        tournament=tournament,
-        mutation_probability=1.0,
+        evolution=evolution,
         resume=resume,
-        on_generation=hook and (lambda result: hook(result, tournament)),
+        on_generation=hook and (lambda result: hook(result, evolution)),
     )
     train = train_multi_agent_on_policy if cls is IPPO else train_multi_agent_off_policy
     extra = {} if cls is IPPO else {"learning_delay": 20}
@@ -76,12 +80,13 @@ def test_resumed_loop_equals_the_uninterrupted_loop(name: str) -> None:
     whole = _train(name, 150)
     saved: dict[str, Any] = {}
 
-    def checkpoint(result, tournament) -> None:
+    def checkpoint(result, evolution) -> None:
         saved["agents"] = [copy.deepcopy(a.state_dict()) for a in result.population]
         saved["rng"] = rng_state()
         saved["resume"] = {
             **copy.deepcopy(result.loop_state),
-            "tournament": tournament.state_dict(),
+            "tournament": evolution.tournament.state_dict(),
+            "mutation": evolution.mutation.state_dict(),
             "memory": copy.deepcopy(result.memory.state_dict()) if result.memory else None,
         }
 

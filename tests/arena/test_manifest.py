@@ -385,3 +385,36 @@ def test_manifest_file_errors_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         TrainingManifest.from_file(typo)
     assert str(typo) in info.value.render() and "clip_coef" in info.value.render()
+
+
+def _public(name: str) -> dict:
+    import yaml
+
+    return yaml.safe_load((Path(__file__).parents[1] / "manifests" / name).read_text())
+
+
+@pytest.mark.parametrize(
+    ("manifest", "kind"),
+    [("grpo_countdown.yaml", "arch_mut"), ("grpo_countdown.yaml", "act_mut")],
+)
+def test_a_mutation_kind_the_paradigm_cannot_apply_is_refused(manifest: str, kind: str) -> None:
+    data = _public(manifest)
+    data["training"]["hpo"] = True
+    data["mutation"]["probabilities"][kind] = 0.3
+    with pytest.raises(ConfigError, match=rf"mutation\.probabilities\.{kind}.*cannot apply"):
+        TrainingManifest.from_dict(data)
+    data["mutation"]["probabilities"][kind] = 0.0
+    assert TrainingManifest.from_dict(data).mutation.probabilities.rl_hp_mut == 0.6
+
+
+def test_multi_agent_activation_mutation_is_refused() -> None:
+    data = {
+        "algorithm": {"name": "MATD3"},
+        "environment": {"name": "mpe2.simple_speaker_listener_v4", "env_type": "pettingzoo"},
+        "training": {"hpo": True, "pop_size": 2},
+        "mutation": {"probabilities": {"act_mut": 0.2}},
+    }
+    with pytest.raises(ConfigError, match=r"mutation\.probabilities\.act_mut"):
+        TrainingManifest.from_dict(data)
+    data["mutation"]["probabilities"] = {"arch_mut": 0.3, "params_mut": 0.2}
+    TrainingManifest.from_dict(data)

@@ -295,8 +295,10 @@ def test_kept_members_are_left_alone_and_the_others_mutate() -> None:
 def test_rl_hp_mutation_stays_in_range_and_reaches_optimizer(name: str) -> None:
     agent = AGENTS[name]()
     m = _mutations("rl_hp", seed=1)
+    start = {hp: getattr(agent, hp) for hp in RANGES if hp in agent.hp_names}
     seen = set()
     for _ in range(25):
+        before = agent.hyperparameters()
         [agent] = m.mutation([agent])
         record = m.last_records[0]
         hp = agent.mut
@@ -305,7 +307,9 @@ def test_rl_hp_mutation_stays_in_range_and_reaches_optimizer(name: str) -> None:
         assert hp in agent.hp_names and hp in RANGES
         low, high, _, _ = RANGES[hp]
         value = getattr(agent, hp)
-        assert low <= value <= high
+        assert value != before[hp]  # a mutation always moves its value
+        # never pushed further outside the range than the value started
+        assert min(low, start[hp]) <= value <= max(high, start[hp])
         if hp in ("batch_size", "learn_step", "update_epochs", "policy_freq"):
             assert type(value) is int
     if isinstance(agent, PPO):
@@ -320,13 +324,14 @@ def test_rl_hp_mutation_stays_in_range_and_reaches_optimizer(name: str) -> None:
     _act_and_learn(agent)
 
 
-def test_lr_mutation_changes_optimizer_and_out_of_range_value_is_clipped_first() -> None:
-    agent = _ppo(lr=1.0)  # far above the range
-    m = Mutations({"rl_hp_mut": 1.0}, {"lr": RANGES["lr"]}, rng=np.random.default_rng(0))
-    m.mutation([agent])
-    _, high, _, shrink = RANGES["lr"]
-    assert agent.lr in (pytest.approx(high), pytest.approx(high * shrink))
-    assert agent.optimizer.param_groups[0]["lr"] == agent.lr
+def test_lr_mutation_changes_optimizer_and_out_of_range_value_moves_from_where_it_is() -> None:
+    agent = _ppo(lr=1.0)  # far above the range: not snapped to its edge, never pushed further
+    for seed in range(4):
+        agent.set_hp(lr=1.0)
+        m = Mutations({"rl_hp_mut": 1.0}, {"lr": RANGES["lr"]}, rng=np.random.default_rng(seed))
+        m.mutation([agent])
+        assert agent.lr == pytest.approx(1.0 * RANGES["lr"][3])
+        assert agent.optimizer.param_groups[0]["lr"] == agent.lr
     td3 = _td3()
     m = Mutations(
         {"rl_hp_mut": 1.0}, {"lr_actor": RANGES["lr_actor"]}, rng=np.random.default_rng(0)
@@ -569,7 +574,8 @@ def test_random_mutation_sequences_keep_agents_working(
         for hp in agent.hp_names:
             if hp in RANGES and m.last_records[0]["detail"].startswith(f"{hp} "):
                 low, high, _, _ = RANGES[hp]
-                assert low <= getattr(agent, hp) <= high
+                start = getattr(AGENTS[algo](), hp)
+                assert min(low, start) <= getattr(agent, hp) <= max(high, start)
         _check_fast_paths(agent, _obs(agent))
         _act_and_learn(agent)
 

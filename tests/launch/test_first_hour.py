@@ -20,7 +20,7 @@ from sweep_helpers import QUICK, REPO, multirun
 from agilerl.arena.models.errors import field_names
 from agilerl.arena.models.registry import MANIFEST_REGISTRY
 from agilerl.launch.ledger import Ledger
-from agilerl.launch.search_space import DEFAULT_SEARCH_SPACES, flatten_space, parse_search_space
+from agilerl.launch.search_space import default_search_space, parse_search_space
 
 SCRIPT = REPO / "scripts" / "slurm_local_cluster.sh"
 
@@ -198,13 +198,17 @@ def test_local_launcher_shows_each_job_and_a_rerun_says_it_skips(tmp_path: Path)
 
 
 # --- 8. Optuna: per-algorithm spaces, refusal of fields the algorithm lacks -----------------
-@pytest.mark.parametrize("name", sorted(DEFAULT_SEARCH_SPACES))
-def test_every_default_space_names_fields_its_algorithm_has(name: str) -> None:
+@pytest.mark.parametrize("name", MANIFEST_REGISTRY.names())
+def test_every_default_space_is_the_specs_mutation_ranges(name: str) -> None:
     spec_cls = MANIFEST_REGISTRY.get(name)
-    space = parse_search_space(DEFAULT_SEARCH_SPACES[name])
-    for path in flatten_space(DEFAULT_SEARCH_SPACES[name]):
+    raw = default_search_space(spec_cls)
+    space = parse_search_space(raw)
+    ranges = spec_cls.mutation_ranges()
+    for path, param in space.items():
         section, _, field = path.partition(".")
         assert section == "algorithm" and field in field_names(spec_cls), path
+        assert (param.low, param.high) == (ranges[field].low, ranges[field].high)
+        assert param.log == ranges[field].log_scale
     assert space
 
 
@@ -233,8 +237,8 @@ def test_optuna_uses_the_algorithms_default_space(
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"search space ({algorithm.upper()}'s default)" in done.stdout
     assert f"  algorithm.{field}: " in done.stdout
-    if algorithm == "ppo":
-        assert "algorithm.learn_step: one of [512, 1024, 2048, 4096]" in done.stdout
+    if algorithm == "ppo":  # the range declared on PPOSpec.learn_step
+        assert "algorithm.learn_step: int 512..8192\n" in done.stdout
 
 
 # --- 9. the local SLURM cluster script on a shared machine ---------------------------------

@@ -9,7 +9,7 @@ import pytest
 from agilerl.arena.models.errors import ConfigError
 from agilerl.arena.models.manifest import TrainingManifest
 from agilerl.launch.compose import split_config
-from agilerl.llm.run import run_llm_dataset
+from agilerl.trainer import LocalTrainer
 
 pytestmark = pytest.mark.llm
 REPO = Path(__file__).resolve().parents[2]
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize("experiment", ["sft_chat", "dpo_preference"])
 def test_experiment_trains_and_writes_a_run_directory(
-    compose, tmp_path: Path, tiny_model_dir: Path, experiment: str
+    compose, tmp_path: Path, tiny_model_dir: Path, experiment: str, monkeypatch
 ) -> None:
     cfg = compose(
         f"experiment={experiment}",
@@ -31,13 +31,16 @@ def test_experiment_trains_and_writes_a_run_directory(
     )
     manifest = TrainingManifest.from_dict(split_config(cfg)[0])
     assert manifest.algorithm.max_model_len == 64
-    population, _ = run_llm_dataset(manifest, tmp_path, base_dir=REPO)
+    monkeypatch.chdir(REPO)  # the preset's dataset paths are relative to the checkout
+    run = tmp_path / "run"
+    population, _ = LocalTrainer.from_manifest(manifest, run_dir=run, verbose=False).train()
     assert population[0].num_updates == 2
-    rows = (tmp_path / "metrics.csv").read_text().splitlines()
+    assert (run / "manifest.yaml").is_file() and (run / "summary.json").is_file()
+    rows = (run / "metrics.csv").read_text().splitlines()
     assert len(rows) == 2 and "loss" in rows[0]
     if experiment == "dpo_preference":
         assert "reward_accuracy" in rows[0]
-    assert (tmp_path / "checkpoints" / "step_000000000002" / "adapter_0").is_dir()
+    assert (run / "checkpoints" / "step_000000000002" / "adapter_0").is_dir()
 
 
 def test_missing_local_model_names_the_fix(compose, tmp_path: Path) -> None:
@@ -46,7 +49,7 @@ def test_missing_local_model_names_the_fix(compose, tmp_path: Path) -> None:
     )
     manifest = TrainingManifest.from_dict(split_config(cfg)[0])
     with pytest.raises(ConfigError, match="make_tiny_llm"):
-        run_llm_dataset(manifest, tmp_path / "run", base_dir=REPO)
+        LocalTrainer.from_manifest(manifest, run_dir=tmp_path / "run", verbose=False).train()
 
 
 @pytest.mark.parametrize("experiment", ["sft_chat", "grpo_countdown"])
@@ -92,7 +95,8 @@ def test_strategy_loop_takes_the_trainer_call(make_spec, make_env, tokenizer) ->
     training = TrainingSpec(num_epochs=1, evaluation_interval=1, max_steps=2)
     env_spec = LLMEnvSpec(env_type="dataset", objective="sft", dataset="data/sft.jsonl")
     kwargs = strategy.get_trainer_kwargs(spec, training=training, env_spec=env_spec)
-    assert kwargs["checkpoint_export"].format == "adapter" and kwargs["hpo"] is False
+    assert kwargs["checkpoint_export"].format == "adapter"
+    assert "tournament" not in kwargs  # the trainer adds the operators when training.hpo
     loop = strategy.get_training_loop(spec)
     env = make_env("sft")
     env.test.rows = env.test.rows[:4]

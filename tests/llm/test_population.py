@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
-from agilerl.llm.evolution import evolve_population, population_on_one_base
+from agilerl.arena.models.hpo import MutationSpec
+from agilerl.builders.llm import population_on_one_base
+from agilerl.hpo import Mutations, TournamentSelection
+from agilerl.hpo.evolution import Evolution
 from agilerl.training.llm.train_llm_dataset import train_llm_dataset
 
 pytestmark = pytest.mark.llm
@@ -36,45 +41,74 @@ def test_agents_share_the_base_and_train_only_their_own_adapter(
     assert metrics[1]["reward_margin"] != pytest.approx(0.0, abs=1e-6)
 
 
-def test_evolution_copies_winners_and_mutates_within_ranges(make_spec, tokenizer) -> None:
-    population = population_on_one_base(make_spec("DPO", beta=0.005), tokenizer, 4)
+def _operators(spec, size: int, **probabilities: float) -> tuple[Any, Any]:
+    """The trainer's operators for ``spec``: plain tournaments with elitism, the given weights."""
+    weights = {"no_mut": 0.0, "arch_mut": 0.0, "params_mut": 0.0, "rl_hp_mut": 0.0}
+    mutation = MutationSpec(probabilities={**weights, **probabilities})
+    tournament = TournamentSelection(2, True, size, rng=np.random.default_rng(0))
+    return tournament, Mutations.from_spec(mutation, spec, rng_seed=1)
+
+
+def test_evolution_copies_winners_and_mutates_by_the_spec_factors(make_spec, tokenizer) -> None:
+    spec = make_spec("DPO", beta=0.05, lr=5e-4)  # inside the ranges declared on the fields
+    population = population_on_one_base(spec, tokenizer, 4)
     with torch.no_grad():
         for i, agent in enumerate(population):
             for p in agent.trainable_parameters():
                 p.fill_(float(i))
+            agent.fitness = [[0.0, 3.0, 1.0, 2.0][i]]
     states = [_adapters(a) for a in population]
-    lineage = evolve_population(population, [0.0, 3.0, 1.0, 2.0], seed=0)
-    assert lineage[0]["parent"] == 1 and lineage[0]["mutation"] is None
-    assert population[0].spec.lr == 3e-3 and population[0].spec.beta == 0.005
-    ranges = population[0].spec.hpo_ranges
-    for slot, row in enumerate(lineage):
+    evolution = Evolution(*_operators(spec, 4, rl_hp_mut=1.0))
+    _, rows = evolution.evolve_in_place(population, generation=1, step=10)
+    assert rows[0]["parent"] == 1 and rows[0]["elite"] and rows[0]["mutation"] == "None"
+    assert population[0].spec.lr == 5e-4 and population[0].spec.beta == 0.05
+    ranges = type(spec).mutation_ranges()
+    for slot, row in enumerate(rows):
         agent = population[slot]
-        assert agent.index == slot and agent.adapter_name == population[slot].adapter_name
+        assert row["index"] == agent.index == slot
         assert all(torch.equal(v, states[row["parent"]][k]) for k, v in _adapters(agent).items())
-        for name in ("lr", "beta"):
-            low, high = ranges[name][:2]
-            assert low <= getattr(agent.spec, name) <= high
         assert agent.optimizer.param_groups[0]["lr"] == agent.spec.lr
-    mutated = [row for row in lineage[1:] if row["lr"] != 3e-3 or row["beta"] != 0.005]
-    assert len(mutated) == 3
+        if slot == 0:
+            continue
+        assert row["mutation"] == "rl_hp"
+        name = "lr" if agent.spec.lr != 5e-4 else "beta"
+        old = 5e-4 if name == "lr" else 0.05
+        factors = {ranges[name].grow, ranges[name].shrink}
+        assert any(getattr(agent.spec, name) == pytest.approx(old * f) for f in factors)
+
+
+def test_no_mut_changes_no_hyperparameter(make_spec, tokenizer) -> None:
+    spec = make_spec("DPO", beta=0.005)
+    population = population_on_one_base(spec, tokenizer, 3)
+    for i, agent in enumerate(population):
+        agent.fitness = [float(i)]
+    evolution = Evolution(*_operators(spec, 3, no_mut=1.0))
+    for generation in range(3):
+        _, rows = evolution.evolve_in_place(population, generation=generation, step=generation)
+        assert {row["mutation"] for row in rows} == {"None"}
+    assert all(agent.spec == spec for agent in population)
 
 
 def test_hpo_run_writes_lineage(tmp_path: Path, make_spec, make_env, tokenizer) -> None:
     env = make_env("preference")
     env.train.rows, env.test.rows = env.train.rows[:8], env.test.rows[:4]
     population = population_on_one_base(make_spec("DPO", batch_size=4, beta=0.005), tokenizer, 2)
+    tournament, mutation = _operators(population[0].spec, 2, rl_hp_mut=1.0)
     train_llm_dataset(
         population,
         env,
-        max_steps=2,
+        max_steps=3,
         num_epochs=None,
         evaluation_interval=1,
-        hpo=True,
+        tournament=tournament,
+        mutation=mutation,
         run_dir=tmp_path,
     )
     rows = (tmp_path / "hpo.csv").read_text().splitlines()
-    assert len(rows) == 3 and rows[0].startswith("step,slot,parent,mutation")
-    assert (tmp_path / "checkpoints" / "step_000000000002" / "adapter_1").is_dir()
+    # the same lineage columns as every RL run: two evolutions of two members
+    assert rows[0].startswith("generation,step,index,parent,elite,parent_fitness,mutation,detail")
+    assert len(rows) == 5 and "hp_lr" in rows[0] and "hp_beta" in rows[0]
+    assert (tmp_path / "checkpoints" / "step_000000000003" / "adapter_1").is_dir()
 
 
 @pytest.mark.slow
@@ -82,13 +116,18 @@ def test_hpo_run_resumes_exactly(tmp_path: Path, make_spec, make_env, tokenizer)
     env = make_env("preference")
     env.train.rows, env.test.rows = env.train.rows[:16], env.test.rows[:8]
     spec = make_spec("DPO", batch_size=4, beta=0.005)
-    kwargs = {"max_steps": 4, "num_epochs": None, "evaluation_interval": 2, "hpo": True}
+    kwargs = {"max_steps": 4, "num_epochs": None, "evaluation_interval": 2}
     straight = population_on_one_base(spec, tokenizer, 2)
-    _, fit_a = train_llm_dataset(straight, env, run_dir=tmp_path / "a", **kwargs)
+    ops = dict(zip(("tournament", "mutation"), _operators(spec, 2, rl_hp_mut=1.0), strict=True))
+    _, fit_a = train_llm_dataset(straight, env, run_dir=tmp_path / "a", **kwargs, **ops)
     first = population_on_one_base(spec, tokenizer, 2)
-    train_llm_dataset(first, env, run_dir=tmp_path / "b", stop_after=3, **kwargs)
+    ops = dict(zip(("tournament", "mutation"), _operators(spec, 2, rl_hp_mut=1.0), strict=True))
+    train_llm_dataset(first, env, run_dir=tmp_path / "b", stop_after=3, **kwargs, **ops)
     resumed = population_on_one_base(spec, tokenizer, 2)
-    _, fit_b = train_llm_dataset(resumed, env, run_dir=tmp_path / "b", resume=True, **kwargs)
+    # the operators' states come back with the checkpoint when the trainer resumes; here the
+    # one evolution (step 2) happens before the stop and is replayed from the weights alone
+    ops = dict(zip(("tournament", "mutation"), _operators(spec, 2, rl_hp_mut=1.0), strict=True))
+    _, fit_b = train_llm_dataset(resumed, env, run_dir=tmp_path / "b", resume=True, **kwargs, **ops)
     assert fit_a == fit_b
     assert [a.spec for a in straight] == [a.spec for a in resumed]
     a, b = straight[1].trainable_state(), resumed[1].trainable_state()
@@ -111,3 +150,22 @@ def test_clone_takes_its_own_adapter_on_the_same_base(make_spec, make_env, token
     assert agent.evaluate(env.test.rows[:4], env) != twin.evaluate(env.test.rows[:4], env)
     with pytest.raises(ValueError, match="another population index"):
         agent.clone()
+
+
+def test_parameter_noise_perturbs_only_the_members_own_adapter(make_spec, tokenizer) -> None:
+    spec = make_spec("SFT")
+    population = population_on_one_base(spec, tokenizer, 3)
+    for i, agent in enumerate(population):
+        agent.fitness = [float(i)]
+    before = [_adapters(a) for a in population]
+    evolution = Evolution(*_operators(spec, 3, params_mut=1.0))
+    _, rows = evolution.evolve_in_place(population, generation=0, step=0)
+    assert [r["mutation"] for r in rows] == ["None", "param", "param"]
+    assert all(r["detail"].startswith("adapter: ") for r in rows[1:])
+    after = [_adapters(a) for a in population]
+    # slot 0 is the elite (member 2) copied unchanged; the others are noisy copies
+    assert all(torch.equal(after[0][k], before[2][k]) for k in before[2])
+    for slot in (1, 2):
+        parent = before[rows[slot]["parent"]]
+        assert not all(torch.equal(after[slot][k], parent[k]) for k in parent)
+    assert all(agent.spec == spec for agent in population)

@@ -5,15 +5,16 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
 from agilerl.arena.models.errors import ConfigError
 from agilerl.arena.models.manifest import TrainingManifest
-from agilerl.builders.llm import LLMBuilder
+from agilerl.builders.llm import LLMBuilder, population_on_one_base
 from agilerl.launch.compose import split_config
-from agilerl.llm.evolution import population_on_one_base
 from agilerl.llm.rollout_env import load_rollout_env
 from agilerl.training.llm.train_llm_rollout import train_llm_rollout
 
@@ -65,10 +66,37 @@ def test_loop_writes_rewards_samples_and_resumes_exactly(
 def test_hpo_evolves_lr_beta_and_group_size(make_rollout_spec, digit_env, left_tokenizer) -> None:
     spec = make_rollout_spec("GRPO", group_size=4, batch_size=2, max_output_tokens=4, beta=0.001)
     population = population_on_one_base(spec, left_tokenizer, 3)
-    train_llm_rollout(population, digit_env, max_steps=4, evaluation_interval=1, hpo=True)
+    train_llm_rollout(
+        population, digit_env, max_steps=4, evaluation_interval=1, **_operators(spec, 3, 1.0)
+    )
     seen = {(a.spec.lr, a.spec.beta, a.spec.group_size) for a in population}
     assert len(seen) > 1
-    assert all(isinstance(a.spec.group_size, int) and a.spec.group_size >= 1 for a in population)
+    assert all(isinstance(a.spec.group_size, int) and a.spec.group_size >= 2 for a in population)
+
+
+def _operators(spec, size: int, rl_hp_mut: float) -> dict[str, Any]:
+    """The trainer's evolution operators for a manifest whose mutations are only rl_hp/no_mut."""
+    from agilerl.arena.models.hpo import MutationSpec
+    from agilerl.hpo import Mutations, TournamentSelection
+
+    weights = {"no_mut": 1.0 - rl_hp_mut, "arch_mut": 0.0, "params_mut": 0.0}
+    mutation = MutationSpec(probabilities={**weights, "rl_hp_mut": rl_hp_mut})
+    return {
+        "tournament": TournamentSelection(2, True, size, rng=np.random.default_rng(0)),
+        "mutation": Mutations.from_spec(mutation, spec, rng_seed=1),
+    }
+
+
+def test_a_grpo_population_on_no_mut_changes_no_hyperparameter(
+    make_rollout_spec, digit_env, left_tokenizer
+) -> None:
+    """mutation.probabilities all on no_mut: the loop evolves (copies winners), mutates nothing."""
+    spec = make_rollout_spec("GRPO", group_size=4, batch_size=2, max_output_tokens=4, beta=0.001)
+    population = population_on_one_base(spec, left_tokenizer, 3)
+    train_llm_rollout(
+        population, digit_env, max_steps=3, evaluation_interval=1, **_operators(spec, 3, 0.0)
+    )
+    assert all(agent.spec == spec for agent in population)
 
 
 def test_a_multi_turn_entrypoint_env_appends_observations(

@@ -62,7 +62,6 @@ class NeuralBandit(SingleAgentAlgorithm):
         **overrides: Spec fields to change, validated through the spec.
     """
 
-    hp_names = ("lr", "batch_size", "learn_step", "gamma", "lamb", "reg")
     lr_optimizers: ClassVar[dict[str, str]] = {"lr": "optimizer"}
     network_names = ("actor",)
     optimizer_names = ("optimizer",)

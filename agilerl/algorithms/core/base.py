@@ -13,7 +13,8 @@ Subclass contract (see :class:`EvolvableAlgorithm`):
   reads (and writes, validated) as an attribute of the agent.
 * ``network_names`` / ``optimizer_names``: attribute names of the modules and
   optimizers that make up the agent; they are saved, loaded and cloned.
-* ``hp_names``: the mutable RL hyperparameters (spec fields);
+* ``hp_names``: the mutable hyperparameters, derived from the spec (its
+  fields declared with ``mutable_field``; never listed by hand);
   ``lr_optimizers`` maps learning-rate fields to the optimizer they drive;
   ``rebuild_fields``: spec fields whose change rebuilds the networks.
 * :meth:`EvolvableAlgorithm._build` (networks and optimizers from
@@ -206,6 +207,8 @@ class EvolvableAlgorithm:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         _REGISTRY[cls.__name__] = cls
+        # The mutable hyperparameters are the spec's (fields declared with mutable_field).
+        cls.hp_names = tuple(cls.spec_class.mutation_ranges())
         for name in cls.spec_class.model_fields:
             if not any(name in klass.__dict__ for klass in cls.__mro__):
                 setattr(cls, name, _SpecField(name))

@@ -1,9 +1,13 @@
-"""Restoring a saved ``torch.Generator`` state, also on another kind of device."""
+"""Random generator states as plain data: torch generators (also across devices), numpy ones."""
 
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
 
+import numpy as np
 import torch
 
 
@@ -22,3 +26,23 @@ def restore_generator(generator: torch.Generator, state: torch.Tensor) -> None:
         return
     digest = hashlib.sha256(state.numpy().tobytes()).digest()
     generator.manual_seed(int.from_bytes(digest[:8], "little") % (2**63))
+
+
+def generator_state(rng: np.random.Generator) -> str:
+    """A numpy generator's state as a JSON string (plain data for ``weights_only`` loads)."""
+    return json.dumps(rng.bit_generator.state)
+
+
+def generator_from_state(state: str | Mapping[str, Any]) -> np.random.Generator:
+    """Rebuild a generator from :func:`generator_state` output.
+
+    Raises:
+        ValueError: If the state names no numpy bit generator.
+    """
+    data = json.loads(state) if isinstance(state, str) else dict(state)
+    cls = getattr(np.random, str(data.get("bit_generator")), None)
+    if not (isinstance(cls, type) and issubclass(cls, np.random.BitGenerator)):
+        raise ValueError(f"Unknown numpy bit generator {data.get('bit_generator')!r}")
+    bit_generator = cls()
+    bit_generator.state = data
+    return np.random.Generator(bit_generator)

@@ -26,6 +26,7 @@ from agilerl.arena.models.algorithms import (
     LLMAlgorithmSpec,
     PPOSpec,
 )
+from agilerl.arena.models.algorithms.base import MUTATION_KINDS
 from agilerl.arena.models.base import StrictModel
 from agilerl.arena.models.env import ACTION_SPACE_KINDS, ENV_SPECS, EnvSpecBase
 from agilerl.arena.models.errors import (
@@ -490,6 +491,14 @@ def _cross_checks(
     _check_hpo(algorithm, built, raw, errors)
 
 
+_KIND_REASONS = {
+    "llm_agent": "a population shares one base model; members differ in their LoRA adapters "
+    "and hyperparameters only",
+    "multi_agent": "members hold one network per agent group; there is no single activation "
+    "to swap",
+}
+
+
 def _check_hpo(
     algorithm: AlgorithmSpec, built: dict[str, Any], raw: dict[str, Any], errors: _Errors
 ) -> None:
@@ -526,6 +535,18 @@ def _check_hpo(
             UserWarning,
             stacklevel=2,
         )
+    if mutation is not None:
+        probabilities = mutation.probabilities
+        for kind in sorted(MUTATION_KINDS - type(algorithm).mutation_kinds):
+            value = getattr(probabilities, kind)
+            if kind in probabilities.model_fields_set and value > 0:
+                errors.add(
+                    ("mutation", "probabilities", kind),
+                    f"{algorithm.name} cannot apply {kind} mutations "
+                    f"({_KIND_REASONS.get(type(algorithm).agent_type, 'not in its paradigm')}); "
+                    f"set mutation.probabilities.{kind}=0",
+                    value,
+                )
     if mutation is not None and mutation.probabilities.total() == 0:
         errors.add(
             ("mutation", "probabilities"),

@@ -12,8 +12,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from agilerl.llm.evolution import evolve_population
+from agilerl.hpo.evolution import Evolution
 from agilerl.training.checkpointing import ResumeState, set_rng_state
+from agilerl.training.population_loop import record_lineage
 from agilerl.training.results import LoopResult
 from agilerl.training.run_context import RunContext
 
@@ -27,12 +28,14 @@ class LLMLoopState:
         done: Steps done.
         fitnesses: Every agent's latest fitness.
         history: Every evaluation row so far.
+        evolved_at: The step boundary of the last evolution.
     """
 
     counter: str
     done: int = 0
     fitnesses: list[float] = field(default_factory=list)
     history: list[dict[str, Any]] = field(default_factory=list)
+    evolved_at: int = 0
 
     @classmethod
     def start(cls, context: RunContext, population: list[Any], counter: str) -> LLMLoopState:
@@ -47,6 +50,7 @@ class LLMLoopState:
                 agent.load_checkpoint_state(agent_state)
         state.done, state.fitnesses = int(extra[counter]), list(extra["fitnesses"])
         state.history = list(extra["history"])
+        state.evolved_at = int(extra.get("evolved_at", 0))
         if resumed.rng is not None:
             set_rng_state(resumed.rng)
         return state
@@ -59,10 +63,12 @@ class LLMLoopState:
             wall_seconds=context.elapsed(),
             best_fitness=max(self.fitnesses) if self.fitnesses else None,
             wandb_id=context.wandb_id,
+            operators=context.operators_provider() if context.operators_provider else None,
             extra={
                 self.counter: self.done,
                 "fitnesses": list(self.fitnesses),
                 "history": list(self.history),
+                "evolved_at": self.evolved_at,
             },
         )
 
@@ -80,11 +86,21 @@ class LLMLoopState:
             {f"eval/{k}": float(v) for k, v in best.items() if k != "agent"}, self.done
         )
 
-    def evolve(self, context: RunContext, population: list[Any], seed: int) -> None:
-        """One evolution step of the population, its lineage written to the run directory."""
-        lineage = evolve_population(population, self.fitnesses, seed=seed * 7919 + self.done)
-        if context.run_dir is not None:
-            context.run_dir.append_lineage([{"step": self.done, **row} for row in lineage])
+    def evolve(
+        self, context: RunContext, population: list[Any], evolution: Evolution | None, every: int
+    ) -> None:
+        """Evolve (in place: the members share one base model) once ``every`` steps have passed.
+
+        Called after each evaluation; evolution uses the fresh fitnesses, so
+        with ``every`` (``training.evo_steps``) above the evaluation interval
+        the population evolves at the first evaluation past each multiple of it.
+        """
+        if evolution is None or len(population) < 2 or self.done < self.evolved_at + every:
+            return
+        self.evolved_at = self.done - self.done % every
+        generation = len(self.history) // max(1, len(population))
+        _, rows = evolution.evolve_in_place(population, generation=generation, step=self.done)
+        record_lineage(context, generation, self.done, population, rows)
 
     def result(
         self, context: RunContext, population: list[Any], total: float, stop_after: int | None

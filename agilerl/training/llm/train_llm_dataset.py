@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agilerl.arena.models.training import CheckpointExportSpec
+from agilerl.hpo.evolution import Evolution
 from agilerl.llm.datasets import LLMDatasetEnv
 from agilerl.logging.run_dir import RunDirectory
 from agilerl.training.checkpointing import CheckpointManager
@@ -75,12 +76,14 @@ def train_llm_dataset(
     evaluation_interval: int = 10,
     checkpoint_steps: int | None = None,
     checkpoint_export: CheckpointExportSpec | None = None,
-    hpo: bool = False,
+    evo_steps: int | None = None,
+    tournament: Any = None,
+    mutation: Any = None,
     run: RunContext | None = None,
     run_dir: str | Path | None = None,
     resume: bool = False,
     stop_after: int | None = None,
-    **_ignored: Any,
+    env_factory: Any = None,
 ) -> LoopResult:
     """Fine-tune a population of SFT or DPO agents on a dataset env.
 
@@ -92,15 +95,16 @@ def train_llm_dataset(
         evaluation_interval: Batches between held-out evaluations.
         checkpoint_steps: Batches between checkpoints (one more at the end).
         checkpoint_export: Adapter-only or merged exports (default: adapters).
-        hpo: Evolve the population after every evaluation but the last
-            (:func:`~agilerl.llm.evolution.evolve_population`; agents should
-            share one base model, see ``population_on_one_base``).
+        evo_steps: Batches between evolutions (at the first evaluation past
+            each multiple; default: every evaluation).
+        tournament: Selection operator (evolutionary HPO; ``None``: no evolution).
+        mutation: Mutation operator, used with ``tournament``.
         run: Run context from the trainer; otherwise one is made for ``run_dir``.
         run_dir: Run directory for metrics and checkpoints when called directly.
         resume: Continue from the newest checkpoint in ``run_dir``.
         stop_after: Stop (as if interrupted, after a checkpoint) once this many
             batches are done; for tests and preemption drills.
-        **_ignored: Trainer keyword arguments that do not apply here.
+        env_factory: The trainer's env factory; unused (the env holds every split).
 
     Returns:
         The loop's result (unpacks as ``population, fitnesses``).
@@ -117,6 +121,7 @@ def train_llm_dataset(
     )
     seed = population[0].spec.seed
     state = LLMLoopState.start(context, population, "batches")
+    evolution = Evolution(tournament, mutation) if tournament and mutation else None
 
     def save(final: bool) -> None:
         if context.checkpoints is None:
@@ -149,8 +154,8 @@ def train_llm_dataset(
         context.sinks.log({f"train/{k}": v for k, v in metrics.items()}, done)
         if done % evaluation_interval == 0 or done == total:
             evaluate()
-            if hpo and len(population) > 1 and done < total:
-                state.evolve(context, population, seed)
+            if done < total:
+                state.evolve(context, population, evolution, evo_steps or 1)
         if context.progress is not None:
             rows_per_second = (done - start_done) * batch_size / (time.perf_counter() - started)
             context.progress.update(done, rows_per_second)

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from agilerl.hpo.evolution import Evolution
 from agilerl.llm.rollout_env import RolloutEnv
 from agilerl.logging.run_dir import CsvTable
 from agilerl.training.llm.loop_state import LLMLoopState
@@ -71,14 +72,16 @@ def train_llm_rollout(
     checkpoint_steps: int | None = None,
     checkpoint_export: Any = None,
     max_reward: float | None = None,
-    hpo: bool = False,
+    evo_steps: int | None = None,
+    tournament: Any = None,
+    mutation: Any = None,
     eval_rows: int | None = 32,
     eval_greedy: bool = True,
     run: RunContext | None = None,
     run_dir: str | Path | None = None,
     resume: bool = False,
     stop_after: int | None = None,
-    **_ignored: Any,
+    env_factory: Any = None,
 ) -> LoopResult:
     """Fine-tune a population of rollout agents (GRPO, LLM REINFORCE, LLM PPO).
 
@@ -90,8 +93,10 @@ def train_llm_rollout(
         checkpoint_steps: Rounds between checkpoints (one more at the end).
         checkpoint_export: Adapter-only or merged exports (default: adapters).
         max_reward: A completion scoring at least this passes (default: the env's).
-        hpo: Evolve the population (lr, beta, group size) after every
-            evaluation but the last.
+        evo_steps: Rounds between evolutions (at the first evaluation past
+            each multiple; default: every evaluation).
+        tournament: Selection operator (evolutionary HPO; ``None``: no evolution).
+        mutation: Mutation operator, used with ``tournament``.
         eval_rows: Held-out rows per evaluation (``None``: all).
         eval_greedy: Greedy decoding for evaluation.
         run: Run context from the trainer; otherwise one is made for ``run_dir``.
@@ -99,7 +104,7 @@ def train_llm_rollout(
         resume: Continue from the newest checkpoint in ``run_dir``.
         stop_after: Stop (as if interrupted, after a checkpoint) once this many
             rounds are done; for tests and preemption drills.
-        **_ignored: Trainer keyword arguments that do not apply here.
+        env_factory: The trainer's env factory; unused (the env holds every split).
 
     Returns:
         The loop's result (unpacks as ``population, fitnesses``).
@@ -123,6 +128,7 @@ def train_llm_rollout(
     held_out = env.test[:eval_rows] if eval_rows else env.test
     held_out = distributed.shard(held_out[: len(held_out) - len(held_out) % world])
     state = LLMLoopState.start(context, population, "rounds")
+    evolution = Evolution(tournament, mutation) if tournament and mutation else None
     done = state.done
     if world > 1:  # each rank samples its own completions
         torch.manual_seed(seed * 1009 + rank + 100_003 * done)
@@ -179,8 +185,8 @@ def train_llm_rollout(
         context.sinks.log({f"train/{k}": float(v) for k, v in best_round.items()}, done)
         if done % evaluation_interval == 0 or done == max_steps:
             evaluate()
-            if hpo and len(population) > 1 and done < max_steps:
-                state.evolve(context, population, seed)
+            if done < max_steps:
+                state.evolve(context, population, evolution, evo_steps or 1)
         if context.progress is not None:
             context.progress.update(done, tokens / max(time.perf_counter() - started, 1e-9))
         stopping = stop_after is not None and done >= stop_after

@@ -8,9 +8,6 @@ import importlib
 from typing import Any
 
 from agilerl.arena.models.algorithms.base import (
-    LLM_HPO_RANGES,
-    ON_POLICY_HPO_RANGES,
-    RL_HPO_RANGES,
     AlgorithmSpec,
     BanditSpec,
     CosineLRScheduleConfig,
@@ -89,9 +86,6 @@ AlgoSpec = SingleAgentAlgorithmSpec | MultiAgentAlgorithmSpec | LLMAlgorithmSpec
 """Any concrete algorithm spec."""
 
 __all__ = [
-    "LLM_HPO_RANGES",
-    "ON_POLICY_HPO_RANGES",
-    "RL_HPO_RANGES",
     "AlgoSpec",
     "AlgorithmSpec",
     "BanditSpec",

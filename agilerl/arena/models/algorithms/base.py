@@ -20,41 +20,16 @@ from pydantic import (
 
 from agilerl.arena.models.base import StrictModel
 from agilerl.arena.models.fsdp import FSDPField, coerce_fsdp
+from agilerl.arena.models.mutable import MutationRange, mutable_field, mutation_range
 from agilerl.arena.models.networks import LoraConfigDict, NetworkSpec
 
 HpRange = tuple[float, float, float, float]
-"""(min, max, grow_factor, shrink_factor) of a mutable hyperparameter."""
+"""(low, high, grow_factor, shrink_factor) of a mutable hyperparameter."""
 
-RL_HPO_RANGES: dict[str, HpRange] = {
-    "batch_size": (8, 512, 1.2, 0.8),
-    "lr": (6.25e-5, 1e-2, 1.2, 0.8),
-    "lr_actor": (6.25e-5, 1e-2, 1.2, 0.8),
-    "lr_critic": (6.25e-5, 1e-2, 1.2, 0.8),
-    "gamma": (0.9, 0.9999, 1.001, 0.999),
-    "tau": (1e-4, 1e-2, 1.2, 0.8),
-    "learn_step": (1, 10, 1.5, 0.75),
-    "clip_coef": (0.05, 0.35, 1.15, 0.85),
-    "ent_coef": (0.001, 0.1, 1.2, 0.8),
-    "vf_coef": (0.35, 0.65, 1.15, 0.85),
-    "gae_lambda": (0.9, 0.99, 1.01, 0.99),
-    "max_grad_norm": (0.35, 0.65, 1.15, 0.85),
-    "update_epochs": (1, 10, 1.5, 0.75),
-    "policy_freq": (1, 10, 1.5, 0.75),
-    "beta": (0.2, 0.6, 1.2, 0.8),
-}
-ON_POLICY_HPO_RANGES: dict[str, HpRange] = {**RL_HPO_RANGES, "learn_step": (512, 8192, 1.5, 0.75)}
-LLM_HPO_RANGES: dict[str, HpRange] = {
-    "batch_size": (1, 32, 1.2, 0.8),
-    "lr": (1e-12, 1e-2, 1.2, 0.8),
-    "lr_actor": (1e-7, 1e-5, 1.2, 0.8),
-    "lr_critic": (1e-7, 1e-5, 1.2, 0.8),
-    "clip_coef": (0.05, 0.35, 1.15, 0.85),
-    "max_grad_norm": (0.35, 0.65, 1.15, 0.85),
-    "beta": (1e-4, 1e-2, 1.2, 0.8),
-    "update_epochs": (1, 10, 1.5, 0.75),
-    "temperature": (0.1, 1.0, 1.2, 0.8),
-    "group_size": (4, 16, 1.5, 0.75),
-}
+MUTATION_KINDS: frozenset[str] = frozenset(
+    {"no_mut", "arch_mut", "params_mut", "act_mut", "rl_hp_mut"}
+)
+"""Every mutation kind (the keys of ``mutation.probabilities`` that pick one)."""
 
 DISCRETE = frozenset({"discrete"})
 CONTINUOUS = frozenset({"continuous"})
@@ -76,7 +51,9 @@ class AlgorithmSpec(StrictModel):
     objective: ClassVar[str | None] = None
     agent_type: ClassVar[str] = "single_agent"
     default_evo_steps: ClassVar[int] = 10_000
-    hpo_ranges: ClassVar[dict[str, HpRange]] = {}
+    mutation_kinds: ClassVar[frozenset[str]] = MUTATION_KINDS
+    """Mutation kinds evolutionary HPO can apply to this paradigm; a manifest that
+    asks for another (a non-zero ``mutation.probabilities`` entry) is refused."""
     alias_implies: ClassVar[dict[str, dict[str, Any]]] = {}
     supports_per_buffer: ClassVar[bool] = False
     action_space_kinds: ClassVar[frozenset[str]] = ANY_ACTION
@@ -90,14 +67,28 @@ class AlgorithmSpec(StrictModel):
         """The registry key this spec was resolved from."""
         return self._registry_name or type(self).__name__.removesuffix("Spec")
 
+    @classmethod
+    def mutation_ranges(cls) -> dict[str, MutationRange]:
+        """The mutable hyperparameters (fields declared with ``mutable_field``) and their ranges."""
+        out = {}
+        for name, info in cls.model_fields.items():
+            span = mutation_range(info)
+            if span is not None:
+                out[name] = span
+        return out
+
 
 class SingleAgentAlgorithmSpec(AlgorithmSpec):
     """Single-agent reinforcement learning algorithms."""
 
-    hpo_ranges: ClassVar[dict[str, HpRange]] = RL_HPO_RANGES
-
+    batch_size: int = mutable_field(
+        64, ge=1, low=8, high=512, description="Samples per gradient step."
+    )
     learn_step: int = Field(5, ge=1, description="Environment steps between learning updates.")
-    gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor.")
+    gamma: float = mutable_field(
+        0.99, ge=0.0, le=1.0, low=0.9, high=0.9999, grow=1.001, shrink=0.999,
+        description="Discount factor.",
+    )  # fmt: skip
     normalize_images: bool = Field(True, description="Scale image observations to [0, 1].")
     net_config: NetworkSpec | None = Field(
         None, description="Network settings; normally filled from the manifest's network section."
@@ -109,10 +100,23 @@ class MultiAgentAlgorithmSpec(AlgorithmSpec):
 
     env_type: ClassVar[str] = "pettingzoo"
     agent_type: ClassVar[str] = "multi_agent"
-    hpo_ranges: ClassVar[dict[str, HpRange]] = RL_HPO_RANGES
+    # Members are stacks of per-group networks: parameter noise and architecture edits
+    # apply per group; a global activation swap does not.
+    mutation_kinds: ClassVar[frozenset[str]] = frozenset(
+        {"no_mut", "arch_mut", "params_mut", "rl_hp_mut"}
+    )
 
-    learn_step: int = Field(2048, ge=1, description="Environment steps between learning updates.")
-    gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor.")
+    batch_size: int = mutable_field(
+        64, ge=1, low=8, high=512, description="Samples per gradient step."
+    )
+    learn_step: int = mutable_field(
+        2048, ge=1, low=512, high=8192, grow=1.5, shrink=0.75,
+        description="Environment steps between learning updates.",
+    )  # fmt: skip
+    gamma: float = mutable_field(
+        0.99, ge=0.0, le=1.0, low=0.9, high=0.9999, grow=1.001, shrink=0.999,
+        description="Discount factor.",
+    )  # fmt: skip
     normalize_images: bool = Field(True, description="Scale image observations to [0, 1].")
     torch_compiler: str | None = Field(
         None, description="torch.compile mode for the networks; null runs eagerly."
@@ -140,7 +144,9 @@ class LLMAlgorithmSpec(AlgorithmSpec):
     agent_type: ClassVar[str] = "llm_agent"
     env_type: ClassVar[str] = ""
     default_evo_steps: ClassVar[int] = 5
-    hpo_ranges: ClassVar[dict[str, HpRange]] = LLM_HPO_RANGES
+    # A population shares one base model: its members differ in their LoRA adapters
+    # (parameter noise) and hyperparameters, never in architecture or activation.
+    mutation_kinds: ClassVar[frozenset[str]] = frozenset({"no_mut", "params_mut", "rl_hp_mut"})
 
     batch_size: int = Field(16, ge=1, description="Prompts (or dataset rows) per step.")
     beta: float = Field(0.001, ge=0.0, le=1.0, description="KL penalty coefficient.")
@@ -293,6 +299,9 @@ class RolloutLLMSpec(LLMAlgorithmSpec):
 
     env_type: ClassVar[str] = "rollout"
 
+    beta: float = mutable_field(
+        0.001, ge=0.0, le=1.0, low=1e-4, high=0.1, description="KL penalty coefficient."
+    )
     temperature: float = Field(0.9, gt=0.0, description="Sampling temperature.")
     repetition_penalty: float = Field(1.0, ge=0.0, description="Sampling repetition penalty.")
     top_p: float = Field(1.0, ge=0.0, le=1.0, description="Nucleus sampling mass.")
@@ -331,7 +340,22 @@ class BanditSpec(SingleAgentAlgorithmSpec):
     default_evo_steps: ClassVar[int] = 500
     action_space_kinds: ClassVar[frozenset[str]] = DISCRETE
 
-    gamma: float = Field(1.0, ge=0.0, le=100.0, description="Exploration scale (not a discount).")
-    lamb: float = Field(1.0, gt=0.0, description="Regularisation of the exploration covariance.")
-    reg: float = Field(0.000625, ge=0.0, description="L2 regularisation of the network.")
-    learn_step: int = Field(2, ge=1, description="Steps between learning updates.")
+    gamma: float = mutable_field(
+        1.0, ge=0.0, le=100.0, low=0.1, high=10.0, description="Exploration scale (not a discount)."
+    )
+    lamb: float = mutable_field(
+        1.0, gt=0.0, low=0.1, high=10.0,
+        description="Regularisation of the exploration covariance.",
+    )  # fmt: skip
+    reg: float = mutable_field(
+        0.000625, ge=0.0, low=1e-5, high=1e-2, description="L2 regularisation of the network."
+    )
+    learn_step: int = mutable_field(
+        2,
+        ge=1,
+        low=1,
+        high=10,
+        grow=1.5,
+        shrink=0.75,
+        description="Steps between learning updates.",
+    )

@@ -7,6 +7,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from agilerl.arena.models.algorithms.base import DISCRETE, SingleAgentAlgorithmSpec
+from agilerl.arena.models.mutable import mutable_field
 from agilerl.arena.models.networks import QNetworkSpec
 from agilerl.arena.models.registry import register
 
@@ -27,11 +28,19 @@ class CQNSpec(SingleAgentAlgorithmSpec):
     default_evo_steps: ClassVar[int] = 5_000
     action_space_kinds: ClassVar[frozenset[str]] = DISCRETE
 
-    lr: float = Field(1e-4, ge=0.0, le=1.0, description="Adam learning rate.")
-    tau: float = Field(0.001, gt=0.0, le=1.0, description="Soft target-update rate.")
+    lr: float = mutable_field(
+        1e-4, ge=0.0, le=1.0, low=6.25e-5, high=1e-2, description="Adam learning rate."
+    )
+    tau: float = mutable_field(
+        0.001, gt=0.0, le=1.0, low=1e-4, high=0.1, description="Soft target-update rate."
+    )
     double: bool = Field(False, description="Double-Q targets.")
-    conservative_weight: float = Field(
-        1.0, ge=0.0, description="Weight of the conservative penalty (CQL alpha); 0 is offline DQN."
+    conservative_weight: float = mutable_field(
+        1.0,
+        ge=0.0,
+        low=0.1,
+        high=10.0,
+        description="Weight of the conservative penalty (CQL alpha); 0 is offline DQN.",
     )
     max_grad_norm: float | None = Field(
         None, gt=0.0, description="Global gradient-norm clip; null for none."

@@ -7,6 +7,7 @@ from typing import ClassVar
 from pydantic import Field, model_validator
 
 from agilerl.arena.models.algorithms.base import LLMAlgorithmSpec
+from agilerl.arena.models.mutable import mutable_field
 from agilerl.arena.models.registry import register
 
 
@@ -28,6 +29,10 @@ class DPOSpec(DatasetLLMSpec):
 
     objective: ClassVar[str | None] = "preference"
 
-    lr: float = Field(5e-6, ge=0.0, le=1.0, description="Adam learning rate.")
-    beta: float = Field(0.1, ge=0.0, le=1.0, description="Preference temperature.")
+    lr: float = mutable_field(
+        5e-6, ge=0.0, le=1.0, low=1e-8, high=1e-3, description="Adam learning rate."
+    )
+    beta: float = mutable_field(
+        0.1, ge=0.0, le=1.0, low=0.01, high=0.5, description="Preference temperature."
+    )
     nll_alpha: float = Field(1.0, ge=0.0, description="Weight of the chosen-response NLL term.")

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from agilerl.arena.models.algorithms.base import RolloutLLMSpec
+from agilerl.arena.models.mutable import mutable_field
 from agilerl.arena.models.registry import register
 
 
@@ -14,10 +15,18 @@ from agilerl.arena.models.registry import register
 class GRPOSpec(RolloutLLMSpec):
     """Group Relative Policy Optimization: advantages relative to a prompt's group."""
 
-    group_size: int = Field(
-        ..., ge=1, description="Completions sampled per prompt (required: no default fits all)."
+    group_size: int = mutable_field(
+        ...,
+        ge=1,
+        low=2,
+        high=64,
+        grow=1.5,
+        shrink=0.75,
+        description="Completions sampled per prompt (required: no default fits all).",
     )
-    lr: float = Field(5e-7, ge=0.0, le=1.0, description="Adam learning rate.")
+    lr: float = mutable_field(
+        5e-7, ge=0.0, le=1.0, low=1e-8, high=1e-3, description="Adam learning rate."
+    )
     clip_coef: float = Field(0.2, ge=0.0, le=1.0, description="Surrogate clipping range.")
     adv_norm: Literal["mean_only", "mean_std"] = Field(
         "mean_only", description="Advantage normalisation within a group."

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from pydantic import Field
 
-from agilerl.arena.models.algorithms.base import (
-    ON_POLICY_HPO_RANGES,
-    HpRange,
-    MultiAgentAlgorithmSpec,
-)
+from agilerl.arena.models.algorithms.base import MultiAgentAlgorithmSpec
+from agilerl.arena.models.mutable import mutable_field
 from agilerl.arena.models.networks import StochasticActorSpec
 from agilerl.arena.models.registry import register
 
@@ -19,17 +14,32 @@ from agilerl.arena.models.registry import register
 class IPPOSpec(MultiAgentAlgorithmSpec):
     """Independent Proximal Policy Optimization."""
 
-    hpo_ranges: ClassVar[dict[str, HpRange]] = ON_POLICY_HPO_RANGES
-
-    lr: float = Field(1e-4, ge=0.0, le=1.0, description="Adam learning rate.")
-    gae_lambda: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda.")
+    lr: float = mutable_field(
+        1e-4, ge=0.0, le=1.0, low=6.25e-5, high=1e-2, description="Adam learning rate."
+    )
+    gae_lambda: float = mutable_field(
+        0.95, ge=0.0, le=1.0, low=0.9, high=0.99, grow=1.01, shrink=0.99, description="GAE lambda."
+    )
     action_std_init: float = Field(0.0, ge=0.0, description="Initial log-std of Gaussian policies.")
-    clip_coef: float = Field(0.2, ge=0.0, le=1.0, description="Surrogate clipping range.")
-    ent_coef: float = Field(0.01, ge=0.0, le=1.0, description="Entropy bonus coefficient.")
-    vf_coef: float = Field(0.5, ge=0.0, le=1.0, description="Value loss coefficient.")
-    max_grad_norm: float = Field(0.5, ge=0.0, description="Gradient clipping norm.")
+    clip_coef: float = mutable_field(
+        0.2, ge=0.0, le=1.0, low=0.05, high=0.35, grow=1.15, shrink=0.85,
+        description="Surrogate clipping range.",
+    )  # fmt: skip
+    ent_coef: float = mutable_field(
+        0.01, ge=0.0, le=1.0, low=0.001, high=0.1, description="Entropy bonus coefficient."
+    )
+    vf_coef: float = mutable_field(
+        0.5, ge=0.0, le=1.0, low=0.35, high=0.65, grow=1.15, shrink=0.85,
+        description="Value loss coefficient.",
+    )  # fmt: skip
+    max_grad_norm: float = mutable_field(
+        0.5, ge=0.0, low=0.35, high=0.65, grow=1.15, shrink=0.85,
+        description="Gradient clipping norm.",
+    )  # fmt: skip
     target_kl: float | None = Field(None, ge=0.0, description="Early-stop KL threshold.")
-    update_epochs: int = Field(4, ge=1, description="Passes over each rollout.")
+    update_epochs: int = mutable_field(
+        4, ge=1, low=1, high=10, grow=1.5, shrink=0.75, description="Passes over each rollout."
+    )
     action_batch_size: int | None = Field(None, ge=1, description="Agents per batched forward.")
     shared_critic_input: bool = Field(
         False, description="Critics see every agent's observation (a centralised value)."

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from agilerl.arena.models.algorithms.base import RolloutLLMSpec
+from agilerl.arena.models.mutable import mutable_field
 from agilerl.arena.models.registry import register
 
 
@@ -15,9 +16,13 @@ class LLMPPOSpec(RolloutLLMSpec):
     """Proximal Policy Optimization for language models."""
 
     temperature: float = Field(1.0, gt=0.0, description="Sampling temperature.")
-    beta: float = Field(0.01, ge=0.0, le=1.0, description="KL penalty coefficient.")
+    beta: float = mutable_field(
+        0.01, ge=0.0, le=1.0, low=1e-4, high=0.1, description="KL penalty coefficient."
+    )
     max_grad_norm: float = Field(1.0, ge=0.0, description="Gradient clipping norm.")
-    lr_actor: float = Field(5e-7, ge=0.0, le=1.0, alias="lr", description="Actor learning rate.")
+    lr_actor: float = mutable_field(
+        5e-7, ge=0.0, le=1.0, low=1e-8, high=1e-3, alias="lr", description="Actor learning rate."
+    )
     lr_critic: float | None = Field(5e-5, ge=0.0, le=1.0, description="Value-head learning rate.")
     vf_coef: float = Field(0.5, ge=0.0, description="Value loss coefficient.")
     clip_coef: float = Field(0.2, ge=0.0, le=1.0, description="Surrogate clipping range.")

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from agilerl.arena.models.algorithms.base import RolloutLLMSpec
+from agilerl.arena.models.mutable import mutable_field
 from agilerl.arena.models.registry import register
 
 
@@ -15,9 +16,13 @@ class LLMREINFORCESpec(RolloutLLMSpec):
     """REINFORCE with importance-ratio clipping for language models."""
 
     temperature: float = Field(1.0, gt=0.0, description="Sampling temperature.")
-    beta: float = Field(0.01, ge=0.0, le=1.0, description="KL penalty coefficient.")
+    beta: float = mutable_field(
+        0.01, ge=0.0, le=1.0, low=1e-4, high=0.1, description="KL penalty coefficient."
+    )
     max_grad_norm: float = Field(1.0, ge=0.0, description="Gradient clipping norm.")
-    lr: float = Field(5e-7, ge=0.0, le=1.0, description="Adam learning rate.")
+    lr: float = mutable_field(
+        5e-7, ge=0.0, le=1.0, low=1e-8, high=1e-3, description="Adam learning rate."
+    )
     clip_coef: float = Field(0.2, ge=0.0, le=1.0, description="Ratio clipping range.")
     gamma: float = Field(1.0, ge=0.0, le=1.0, description="Discount across turns.")
     importance_sampling_level: Literal["token", "turn", "trajectory"] = Field(

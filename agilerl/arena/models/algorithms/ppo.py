@@ -7,11 +7,10 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from agilerl.arena.models.algorithms.base import (
-    ON_POLICY_HPO_RANGES,
-    HpRange,
     SingleAgentAlgorithmSpec,
 )
 from agilerl.arena.models.base import StrictModel
+from agilerl.arena.models.mutable import mutable_field
 from agilerl.arena.models.networks import StochasticActorSpec
 from agilerl.arena.models.registry import register
 
@@ -27,35 +26,52 @@ class LRScheduleSpec(StrictModel):
 class PPOSpec(SingleAgentAlgorithmSpec):
     """Proximal Policy Optimization."""
 
-    # max_seq_len mutates only where it is set (a recurrent policy with a BPTT length)
-    hpo_ranges: ClassVar[dict[str, HpRange]] = {
-        **ON_POLICY_HPO_RANGES,
-        "max_seq_len": (4, 256, 1.5, 0.75),
-    }
-
     num_envs: int = Field(1, ge=1, description="Parallel envs (copied from environment.num_envs).")
-    learn_step: int = Field(2048, ge=1, description="Rollout length summed over all envs.")
-    lr: float = Field(3e-4, ge=0.0, le=1.0, description="Adam learning rate.")
+    learn_step: int = mutable_field(
+        2048, ge=1, low=512, high=8192, grow=1.5, shrink=0.75,
+        description="Rollout length summed over all envs.",
+    )  # fmt: skip
+    lr: float = mutable_field(
+        3e-4, ge=0.0, le=1.0, low=6.25e-5, high=1e-2, description="Adam learning rate."
+    )
     lr_schedule: LRScheduleSpec | None = Field(None, description="Learning-rate schedule.")
-    gae_lambda: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda.")
+    gae_lambda: float = mutable_field(
+        0.95, ge=0.0, le=1.0, low=0.9, high=0.99, grow=1.01, shrink=0.99, description="GAE lambda."
+    )
     action_std_init: float = Field(
         0.0, ge=0.0, description="Initial log-std of the Gaussian policy (Box actions)."
     )
-    clip_coef: float = Field(0.2, ge=0.0, le=1.0, description="Surrogate clipping range.")
-    ent_coef: float = Field(0.0, ge=0.0, le=1.0, description="Entropy bonus coefficient.")
-    vf_coef: float = Field(0.5, ge=0.0, le=1.0, description="Value loss coefficient.")
-    max_grad_norm: float = Field(0.5, ge=0.0, description="Gradient clipping norm.")
+    clip_coef: float = mutable_field(
+        0.2, ge=0.0, le=1.0, low=0.05, high=0.35, grow=1.15, shrink=0.85,
+        description="Surrogate clipping range.",
+    )  # fmt: skip
+    ent_coef: float = mutable_field(
+        0.0, ge=0.0, le=1.0, low=0.001, high=0.1,
+        description="Entropy bonus coefficient (0, the default, is never mutated).",
+    )  # fmt: skip
+    vf_coef: float = mutable_field(
+        0.5, ge=0.0, le=1.0, low=0.35, high=0.65, grow=1.15, shrink=0.85,
+        description="Value loss coefficient.",
+    )  # fmt: skip
+    max_grad_norm: float = mutable_field(
+        0.5, ge=0.0, low=0.35, high=0.65, grow=1.15, shrink=0.85,
+        description="Gradient clipping norm.",
+    )  # fmt: skip
     target_kl: float | None = Field(
         None, ge=0.0, description="Stop the update early when the KL exceeds this."
     )
-    update_epochs: int = Field(10, ge=1, description="Passes over each rollout.")
+    update_epochs: int = mutable_field(
+        10, ge=1, low=1, high=10, grow=1.5, shrink=0.75, description="Passes over each rollout."
+    )
     rollout_buffer_config: dict[str, Any] | None = Field(
         None, description="Extra rollout-buffer settings."
     )
     recurrent: bool = Field(False, description="Use a recurrent (LSTM) policy.")
-    max_seq_len: int | None = Field(
-        None, ge=1, description="BPTT sequence length (recurrent); null: each env's whole rollout."
-    )
+    max_seq_len: int | None = mutable_field(
+        None, ge=1, low=4, high=256, grow=1.5, shrink=0.75,
+        description="BPTT sequence length (recurrent); null: each env's whole rollout "
+        "(mutated only where set).",
+    )  # fmt: skip
     share_encoders: bool = Field(False, description="Actor and critic share one encoder.")
     normalize_advantages: bool = Field(True, description="Standardise advantages per minibatch.")
     value_clip_coef: float | None = Field(

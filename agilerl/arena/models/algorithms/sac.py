@@ -8,10 +8,9 @@ from pydantic import Field
 
 from agilerl.arena.models.algorithms.base import (
     CONTINUOUS,
-    RL_HPO_RANGES,
-    HpRange,
     SingleAgentAlgorithmSpec,
 )
+from agilerl.arena.models.mutable import mutable_field
 from agilerl.arena.models.networks import StochasticActorSpec
 from agilerl.arena.models.registry import register
 
@@ -25,23 +24,39 @@ class SACSpec(SingleAgentAlgorithmSpec):
 
     off_policy: ClassVar[bool] = True
     action_space_kinds: ClassVar[frozenset[str]] = CONTINUOUS
-    hpo_ranges: ClassVar[dict[str, HpRange]] = {
-        **RL_HPO_RANGES,
-        "lr_alpha": (6.25e-5, 1e-2, 1.2, 0.8),
-    }
 
-    batch_size: int = Field(256, ge=1, description="Samples per gradient step.")
-    learn_step: int = Field(1, ge=1, description="Environment steps between learning updates.")
-    gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor.")
-    lr_actor: float = Field(3e-4, ge=0.0, le=1.0, description="Actor learning rate.")
-    lr_critic: float = Field(3e-4, ge=0.0, le=1.0, description="Critic learning rate.")
-    lr_alpha: float = Field(
-        3e-4, ge=0.0, le=1.0, description="Learning rate of the entropy temperature (log alpha)."
+    batch_size: int = mutable_field(
+        256, ge=1, low=8, high=512, description="Samples per gradient step."
     )
-    tau: float = Field(0.005, ge=0.0, le=1.0, description="Soft target-update rate.")
-    policy_freq: int = Field(
-        1, ge=1, description="Critic updates per actor (and temperature) update."
+    learn_step: int = mutable_field(
+        1, ge=1, low=1, high=10, grow=1.5, shrink=0.75,
+        description="Environment steps between learning updates.",
+    )  # fmt: skip
+    gamma: float = mutable_field(
+        0.99, ge=0.0, le=1.0, low=0.9, high=0.9999, grow=1.001, shrink=0.999,
+        description="Discount factor.",
+    )  # fmt: skip
+    lr_actor: float = mutable_field(
+        3e-4, ge=0.0, le=1.0, low=6.25e-5, high=1e-2, description="Actor learning rate."
     )
+    lr_critic: float = mutable_field(
+        3e-4, ge=0.0, le=1.0, low=6.25e-5, high=1e-2, description="Critic learning rate."
+    )
+    lr_alpha: float = mutable_field(
+        3e-4,
+        ge=0.0,
+        le=1.0,
+        low=6.25e-5,
+        high=1e-2,
+        description="Learning rate of the entropy temperature (log alpha).",
+    )
+    tau: float = mutable_field(
+        0.005, ge=0.0, le=1.0, low=1e-3, high=0.1, description="Soft target-update rate."
+    )
+    policy_freq: int = mutable_field(
+        1, ge=1, low=1, high=10, grow=1.5, shrink=0.75,
+        description="Critic updates per actor (and temperature) update.",
+    )  # fmt: skip
     learn_alpha: bool = Field(
         True, description="Tune the entropy temperature towards target_entropy; false keeps it."
     )

@@ -7,6 +7,7 @@ from typing import ClassVar
 from pydantic import Field, model_validator
 
 from agilerl.arena.models.algorithms.dpo import DatasetLLMSpec
+from agilerl.arena.models.mutable import mutable_field
 from agilerl.arena.models.registry import register
 
 
@@ -16,7 +17,9 @@ class SFTSpec(DatasetLLMSpec):
 
     objective: ClassVar[str | None] = "sft"
 
-    lr: float = Field(5e-5, ge=0.0, le=1.0, description="Adam learning rate.")
+    lr: float = mutable_field(
+        5e-5, ge=0.0, le=1.0, low=1e-8, high=1e-3, description="Adam learning rate."
+    )
     use_separate_reference_adapter: bool = Field(
         False, description="SFT needs no reference policy."
     )

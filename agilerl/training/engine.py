@@ -1,0 +1,126 @@
+"""The population engine: one schedule of generations, whatever the paradigm.
+
+A generation is: every member trains until its next evaluation step ->
+the population is evaluated -> ``metrics.csv`` rows, display, target check ->
+evolution (tournament selection and mutation, ``hpo.csv``) -> checkpoint.
+:class:`~agilerl.training.population_loop.PopulationLoop` keeps that
+bookkeeping; :func:`run_population` drives it. A paradigm plugs in through a
+:class:`MemberTrainer`, which knows only what the paradigm knows: how to
+train one member up to a step count, how to evaluate the population, and the
+state of its own that a checkpoint must carry (replay memories, learning
+credits). Adding a paradigm means writing one ``MemberTrainer``; nothing here
+changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from agilerl.training.population_loop import PopulationLoop
+from agilerl.training.results import LoopResult
+from agilerl.training.run_context import RunContext
+
+__all__ = ["MemberTrainer", "run_population"]
+
+STATE_KEY = "member_trainer"
+"""Key of the paradigm's own state in ``ResumeState.extra``."""
+
+
+class MemberTrainer(Protocol):
+    """What a paradigm supplies to :func:`run_population`."""
+
+    def can_train(self, agent: Any) -> bool:
+        """Whether ``agent`` has budget left (e.g. a whole rollout still fits ``max_steps``)."""
+        ...
+
+    def train(self, slot: int, agent: Any, until: int, loop: PopulationLoop) -> dict[str, Any]:
+        """Train member ``slot`` until it has taken ``until`` env steps (or the run stops).
+
+        Counts its env steps with ``loop.advance`` and stops early once
+        ``loop.interrupted()``; returns the member's generation metrics
+        (mean losses, training return, ...) for ``metrics.csv``.
+        """
+        ...
+
+    def evaluate(self, population: list[Any], generation: int) -> list[tuple[float, dict]]:
+        """``(fitness, evaluation metrics)`` of every member."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """The paradigm's own state a checkpoint carries (plain data)."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (a resumed run)."""
+        ...
+
+    def close(self) -> None:
+        """Release envs the trainer made."""
+        ...
+
+
+def run_population(
+    population: list[Any],
+    trainer: MemberTrainer,
+    run: RunContext | None,
+    *,
+    max_steps: int,
+    evo_steps: int,
+    target: float | None = None,
+    checkpoint: int | None = None,
+    tournament: Any = None,
+    mutation: Any = None,
+    label: str = "",
+) -> LoopResult:
+    """Train a population generation by generation until its budget, target or a stop.
+
+    Args:
+        population: The agents.
+        trainer: The paradigm's :class:`MemberTrainer`.
+        run: Run directory, sinks, display and stop conditions (``None``: an ephemeral one).
+        max_steps: Env steps per member.
+        evo_steps: Env steps per member between evaluations.
+        target: Stop once an evaluation reaches this fitness.
+        checkpoint: Population env steps between checkpoints (``None``: every generation).
+        tournament: Selection operator (evolution needs it and ``mutation``).
+        mutation: Mutation operator.
+        label: Name shown in the display.
+
+    Returns:
+        The run's result; it unpacks as ``population, fitnesses``.
+    """
+    run = run or RunContext.ephemeral()
+    loop = PopulationLoop(
+        population,
+        run,
+        max_steps=max_steps,
+        evo_steps=evo_steps,
+        target=target,
+        checkpoint_every=checkpoint,
+        label=label,
+        trainable=trainer.can_train,
+    )
+    if run.resume_state is not None and STATE_KEY in run.resume_state.extra:
+        trainer.load_state_dict(run.resume_state.extra[STATE_KEY])
+    run.extra_state[STATE_KEY] = trainer.state_dict()
+    try:
+        while not loop.finished():
+            loop.begin_generation()
+            metrics, partial = [], False
+            for slot, agent in enumerate(loop.population):
+                until = loop.next_evaluation(agent)
+                metrics.append(trainer.train(slot, agent, until, loop))
+                partial |= agent.steps < until and trainer.can_train(agent)
+            if partial and loop.abandon_generation():
+                break
+            scored = trainer.evaluate(loop.population, loop.generation)
+            fitness = [score for score, _ in scored]
+            details = [{**extra, **m} for (_, extra), m in zip(scored, metrics, strict=True)]
+            run.extra_state[STATE_KEY] = trainer.state_dict()
+            loop.end_generation(fitness, details)
+            if tournament is not None and mutation is not None and loop.should_evolve():
+                loop.evolve(tournament, mutation)
+            loop.after_generation()
+    finally:
+        trainer.close()
+    return loop.finish()
