@@ -9,14 +9,25 @@ from agilerl.arena.models.algorithms import AlgorithmSpec
 from agilerl.arena.models.env import EnvSpecBase
 from agilerl.arena.models.errors import ConfigError
 from agilerl.arena.models.training import ReplayBufferSpec, TrainingSpec
-from agilerl.strategies.base import EnvSetup, TrainingLoop, TrainingStrategy, rl_trainer_kwargs
+from agilerl.strategies.base import EnvSetup, TrainingLoop, TrainingStrategy
 
 if TYPE_CHECKING:
     from agilerl.arena.models.manifest import TrainingManifest
 
 
-def _sum_scores(training: TrainingSpec) -> bool:
-    return True if training.sum_scores is None else training.sum_scores
+def multi_agent_kwargs(
+    spec: AlgorithmSpec, training: TrainingSpec, env_spec: EnvSpecBase
+) -> dict[str, Any]:
+    """Keyword arguments both multi-agent loops take."""
+    return {
+        "env_name": getattr(env_spec, "name", type(env_spec).__name__),
+        "algo": spec.name,
+        "eval_loop": training.eval_loop,
+        "eval_steps": training.eval_steps,
+        "target": training.target_score,
+        "checkpoint": training.checkpoint_steps,
+        "sum_scores": True if training.sum_scores is None else training.sum_scores,
+    }
 
 
 class PettingZooStrategy(TrainingStrategy):
@@ -53,7 +64,7 @@ class MultiAgentOnPolicyStrategy(PettingZooStrategy):
 
     paradigm: ClassVar[str] = "multi-agent on-policy"
     default_loop: ClassVar[str | TrainingLoop | None] = (
-        "agilerl.training.multi_agent_runs:run_multi_agent_on_policy"
+        "agilerl.training.train_multi_agent:train_multi_agent_on_policy"
     )
 
     def get_trainer_kwargs(
@@ -65,8 +76,8 @@ class MultiAgentOnPolicyStrategy(PettingZooStrategy):
         memory: Any = None,
         n_step_memory: Any = None,
     ) -> dict[str, Any]:
-        """Shared RL kwargs plus sum_scores."""
-        return {**rl_trainer_kwargs(spec, training, env_spec), "sum_scores": _sum_scores(training)}
+        """Labels, evaluation, target, checkpoint interval and sum_scores."""
+        return multi_agent_kwargs(spec, training, env_spec)
 
     def check(self, manifest: TrainingManifest, *, local: bool = True) -> None:
         """Refuse a budget shorter than one rollout (the loop starts whole rollouts only).
@@ -124,7 +135,7 @@ class MultiAgentOffPolicyStrategy(PettingZooStrategy):
 
     paradigm: ClassVar[str] = "multi-agent off-policy"
     default_loop: ClassVar[str | TrainingLoop | None] = (
-        "agilerl.training.multi_agent_runs:run_multi_agent_off_policy"
+        "agilerl.training.train_multi_agent:train_multi_agent_off_policy"
     )
 
     def loop_kwargs(
@@ -148,9 +159,8 @@ class MultiAgentOffPolicyStrategy(PettingZooStrategy):
         memory: Any = None,
         n_step_memory: Any = None,
     ) -> dict[str, Any]:
-        """Shared RL kwargs, off-policy extras and sum_scores."""
+        """The multi-agent kwargs plus the learning delay."""
         return {
-            **rl_trainer_kwargs(spec, training, env_spec),
+            **multi_agent_kwargs(spec, training, env_spec),
             "learning_delay": training.learning_delay or 0,
-            "sum_scores": _sum_scores(training),
         }

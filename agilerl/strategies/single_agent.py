@@ -90,7 +90,7 @@ class SingleAgentOnPolicyStrategy(GymVectorEnvStrategy):
 
     paradigm: ClassVar[str] = "on-policy"
     default_loop: ClassVar[str | TrainingLoop | None] = (
-        "agilerl.training.train_on_policy:train_on_policy"
+        "agilerl.training.population_loops:train_on_policy_population"
     )
 
     def get_trainer_kwargs(
@@ -149,7 +149,7 @@ class SingleAgentOffPolicyStrategy(GymVectorEnvStrategy):
 
     paradigm: ClassVar[str] = "off-policy"
     default_loop: ClassVar[str | TrainingLoop | None] = (
-        "agilerl.training.train_off_policy:train_off_policy"
+        "agilerl.training.population_loops:train_off_policy_population"
     )
 
     def loop_kwargs(

@@ -96,7 +96,6 @@ def train_off_policy_batched(
     env_factory: Any = None,
     run: RunContext | None = None,
     save_memory: bool = False,
-    **_unused: Any,
 ) -> LoopResult:
     """Train an off-policy population batched (see the module docstring).
 

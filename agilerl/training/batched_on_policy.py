@@ -97,7 +97,6 @@ def train_on_policy_batched(
     mutation: Any = None,
     env_factory: Any = None,
     run: RunContext | None = None,
-    **_unused: Any,
 ) -> LoopResult:
     """Train an on-policy population batched (see the module docstring).
 

@@ -116,11 +116,12 @@ def run_population(
             scored = trainer.evaluate(loop.population, loop.generation)
             fitness = [score for score, _ in scored]
             details = [{**extra, **m} for (_, extra), m in zip(scored, metrics, strict=True)]
-            run.extra_state[STATE_KEY] = trainer.state_dict()
+            run.extra_state[STATE_KEY] = trainer.state_dict()  # what this checkpoint carries
             loop.end_generation(fitness, details)
             if tournament is not None and mutation is not None and loop.should_evolve():
                 loop.evolve(tournament, mutation)
             loop.after_generation()
+        run.extra_state[STATE_KEY] = trainer.state_dict()
     finally:
         trainer.close()
     return loop.finish()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from agilerl.hpo.evolution import Evolution, live_hyperparameters
@@ -34,6 +35,8 @@ class PopulationLoop:
         checkpoint_every: Population env steps between checkpoints (``None``: after
             every generation, so a killed run loses at most one generation).
         label: Name shown in the display.
+        trainable: Whether a member still has budget (default: fewer than ``max_steps``
+            env steps); the run is complete when no member has.
     """
 
     def __init__(
@@ -46,8 +49,10 @@ class PopulationLoop:
         target: float | None,
         checkpoint_every: int | None,
         label: str = "",
+        trainable: Callable[[Any], bool] | None = None,
     ) -> None:
         self.population = population
+        self.trainable = trainable
         self.run = run
         self.max_steps = max_steps
         self.evo_steps = evo_steps
@@ -112,9 +117,14 @@ class PopulationLoop:
                 self.status = "interrupted"
             elif self.run.out_of_time():
                 self.status = "time_limit"
-            elif all(agent.steps >= self.max_steps for agent in self.population):
+            elif not any(self._has_budget(agent) for agent in self.population):
                 self.status = "completed"
         return self.status is not None
+
+    def _has_budget(self, agent: Any) -> bool:
+        if agent.steps >= self.max_steps:
+            return False
+        return self.trainable(agent) if self.trainable is not None else True
 
     def end_generation(self, fitness: list[float], details: list[dict[str, float]]) -> None:
         """Record an evaluation of every agent: metrics, display, target, stop conditions."""

@@ -1,27 +1,24 @@
-"""Population training loops for multi-agent algorithms on a PettingZoo vector env.
+"""Multi-agent paradigms on PettingZoo vector envs, as members of the population engine.
 
-Both loops are plain functions of ``(population, env, ...)``: each generation
-trains every agent for ``evo_steps`` env steps, evaluates it (greedy, summed
-or averaged over agents), and, when an :class:`~agilerl.hpo.evolution.Evolution`
-is given, evolves the population through it (the same tournament, mutation
-and lineage as every paradigm). Env steps count agent-env interactions
-summed over copies (one vector step of 8 copies is 8 steps).
+:class:`OnPolicyMembers` (IPPO: one rollout, one :meth:`IPPO.learn`) and
+:class:`OffPolicyMembers` (MADDPG/MATD3: one shared replay buffer, one
+``learn(batch)`` every ``learn_step`` env steps) are the
+:class:`~agilerl.training.engine.MemberTrainer` of their paradigm;
+:func:`~agilerl.training.engine.run_population` owns the schedule, evaluation
+records, evolution, checkpoints and the result, as for every paradigm. Env
+steps count agent-env interactions summed over copies (one vector step of 8
+copies is 8 steps).
 
-Every generation starts from env resets seeded by ``(seed, slot, generation)``,
-so a run resumed from a generation's checkpoint (``resume=``: the
-:attr:`MultiAgentTrainResult.loop_state` saved with it, plus the replay
-buffer's state) continues exactly as the uninterrupted run would, given the
-agents and the global RNG states of that checkpoint. ``should_stop`` is asked
-every vector step: a stop mid-generation drops the partial generation (the
-previous generation's checkpoint stands), except in a run's first generation,
-which is finished first so that there is a checkpoint to resume from.
+Each member's turn in a generation starts from an env reset seeded by
+``(seed, slot, generation)``, so a run resumed from a generation's checkpoint
+continues exactly as the uninterrupted run would; the off-policy checkpoint
+carries the learning credits (and, with ``store_in_checkpoint``, the buffer).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,80 +29,21 @@ from agilerl.algorithms.core.multi_agent import MultiAgentAlgorithm
 from agilerl.algorithms.ippo import IPPO
 from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
 from agilerl.envs.pettingzoo import PettingZooVectorEnv
-from agilerl.hpo.evolution import Evolution, live_hyperparameters
+from agilerl.training.engine import run_population
 from agilerl.training.evaluation import episode_stats
+from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.results import LoopResult
+from agilerl.training.run_context import RunContext
 
 __all__ = [
     "EpisodeTracker",
-    "MultiAgentTrainResult",
+    "OffPolicyMembers",
+    "OnPolicyMembers",
     "evaluate_multi_agent",
     "make_replay_buffer",
     "train_multi_agent_off_policy",
     "train_multi_agent_on_policy",
 ]
-
-Logger = Callable[[dict[str, Any]], None]
-"""Called with each generation's history row (metrics)."""
-GenerationHook = Callable[["MultiAgentTrainResult"], None]
-"""Called after each generation's evolution (e.g. to write checkpoints)."""
-StopCheck = Callable[[], "str | None"]
-"""Returns a status (``"interrupted"``, ``"time_limit"``) when the run must stop, else ``None``."""
-
-
-@dataclass
-class MultiAgentTrainResult:
-    """What a multi-agent population run produced.
-
-    Attributes:
-        population: The final population.
-        history: One row per generation: ``generation``, ``env_steps``, and per
-            member (in population order) ``index``, ``agent_steps``, ``fitness``,
-            ``eval_stats`` (``eval_std``, ``eval_episodes``), ``per_agent_fitness``
-            (per agent id), ``mean_score`` (mean summed training return of the
-            generation's episodes), ``losses`` (generation means),
-            ``hyperparameters`` (``hp_<name>``) and ``mutations``; with evolution,
-            ``lineage`` (the ``hpo.csv`` rows of the new population).
-        episodes: Per member index, the training episodes as
-            ``(env_steps_at_end, summed_return, {agent: return})``.
-        env_steps: Env steps taken by the whole population.
-        status: ``"completed"``, or the status ``should_stop`` returned.
-        loop_state: Plain data that resumes the loop after the latest
-            generation (pass it back as ``resume=``): ``generation``,
-            ``env_steps``, ``rng`` (the mutation generator) and ``credits``
-            (off-policy: learning credit per slot).
-        memory: The shared replay buffer (off-policy), for checkpoints.
-    """
-
-    population: list[MultiAgentAlgorithm]
-    history: list[dict[str, Any]] = field(default_factory=list)
-    episodes: dict[int, list[tuple[int, float, dict[str, float]]]] = field(default_factory=dict)
-    env_steps: int = 0
-    status: str = "completed"
-    loop_state: dict[str, Any] = field(default_factory=dict)
-    memory: MultiAgentReplayBuffer | None = None
-
-    def to_loop_result(self) -> LoopResult:
-        """The run as the :class:`~agilerl.training.results.LoopResult` RL loops return."""
-        last = [float(a.fitness[-1]) if a.fitness else float("nan") for a in self.population]
-        seen = [f for row in self.history for f in row["fitness"] if math.isfinite(f)]
-        finite_last = [f for f in last if math.isfinite(f)]
-        return LoopResult(
-            population=self.population,
-            fitnesses=last,
-            total_steps=self.env_steps,
-            best_fitness=max(seen) if seen else None,
-            final_fitness=max(finite_last) if finite_last else None,
-        )
-
-    def recent_return(self, index: int, last_steps: int) -> float:
-        """Mean summed training return of member ``index``'s episodes in its last ``last_steps``."""
-        episodes = self.episodes.get(index, [])
-        if not episodes:
-            return float("nan")
-        end = episodes[-1][0]
-        recent = [r for s, r, _ in episodes if s > end - last_steps]
-        return float(np.mean(recent))
 
 
 class EpisodeTracker:
@@ -139,14 +77,22 @@ def evaluate_multi_agent_episodes(
     loop: int = 1,
     seed: int | None = None,
     greedy: bool = True,
+    max_steps: int | None = None,
 ) -> list[dict[str, float]]:
-    """The first ``loop`` episodes of every env copy: each episode's return per agent id."""
+    """The first ``loop`` episodes of every env copy: each episode's return per agent id.
+
+    With ``max_steps`` (vector steps) the evaluation stops there; a copy that
+    finished no episode by then contributes its partial return, as single-agent
+    evaluation does.
+    """
     obs, _ = env.reset(seed=seed)
     tracker = EpisodeTracker(env.agents, env.num_envs)
     counts = np.zeros(env.num_envs, dtype=np.int64)
     episodes: list[dict[str, float]] = []
+    step = 0
     with torch.no_grad():
-        while (counts < loop).any():
+        while (counts < loop).any() and (max_steps is None or step < max_steps):
+            step += 1
             obs, rewards, _, _, info = env.step(agent.act(obs, greedy=greedy))
             done = info["episode_done"]
             keep = done & (counts < loop)
@@ -154,6 +100,8 @@ def evaluate_multi_agent_episodes(
                 if keep[i]:
                     episodes.append(ep)
             counts += done
+    for i in np.flatnonzero(counts == 0):  # cut short by max_steps
+        episodes.append({a: float(tracker.running[a][i]) for a in env.agents})
     return episodes
 
 
@@ -224,140 +172,6 @@ def _final_obs(obs: Mapping[str, np.ndarray], info: Mapping[str, Any]) -> dict[s
     return out
 
 
-class _Schedule:
-    """Generation bookkeeping both loops share (evaluation, history, evolution)."""
-
-    def __init__(
-        self,
-        population: list[MultiAgentAlgorithm],
-        *,
-        eval_env: PettingZooVectorEnv | None,
-        eval_loop: int,
-        sum_scores: bool,
-        evolution: Evolution | None,
-        seed: int,
-        log: Logger | None,
-        on_generation: GenerationHook | None = None,
-        resume: Mapping[str, Any] | None = None,
-        should_stop: StopCheck | None = None,
-    ) -> None:
-        self.result = MultiAgentTrainResult(population=population)
-        self.eval_env = eval_env
-        self.eval_loop = eval_loop
-        self.sum_scores = sum_scores
-        self.evolution = evolution
-        self.seed = seed
-        self.log = log
-        self.on_generation = on_generation
-        self.generation = 0
-        self.gen_scores: dict[int, list[float]] = {}
-        self.gen_losses: dict[int, dict[str, list[float]]] = {}
-        self.credits = [0.0] * len(population)
-        self.resumed = resume is not None
-        if resume is not None:
-            self.generation = int(resume["generation"])
-            self.result.env_steps = int(resume["env_steps"])
-            self.credits = [float(c) for c in resume.get("credits") or self.credits]
-        self.should_stop = should_stop
-        self.generation_start = self.result.env_steps
-        self.stopping: str | None = None
-
-    def begin_generation(self) -> None:
-        """Note where the generation starts (a dropped partial generation goes back here)."""
-        self.generation_start = self.result.env_steps
-
-    def stop_now(self) -> bool:
-        """Whether to stop mid-generation (see the module docstring); records the status."""
-        if self.stopping is None and self.should_stop is not None:
-            self.stopping = self.should_stop()
-        if self.stopping is None or (self.generation == 0 and not self.resumed):
-            return False
-        self.result.status = self.stopping
-        self.result.env_steps = self.generation_start
-        return True
-
-    def stop_after_generation(self) -> bool:
-        """Whether to stop now that a generation is complete (and checkpointed)."""
-        if self.stopping is None and self.should_stop is not None:
-            self.stopping = self.should_stop()
-        if self.stopping is not None:
-            self.result.status = self.stopping
-        return self.stopping is not None
-
-    def episode(self, agent: MultiAgentAlgorithm, per_agent: dict[str, float]) -> None:
-        total = float(sum(per_agent.values()))
-        agent.scores.append(total)
-        self.result.episodes.setdefault(agent.index, []).append((agent.steps, total, per_agent))
-        self.gen_scores.setdefault(agent.index, []).append(total)
-
-    def learned(self, agent: MultiAgentAlgorithm, losses: Mapping[str, float]) -> None:
-        """Note one update's losses (their generation means go to the metrics)."""
-        table = self.gen_losses.setdefault(agent.index, {})
-        for name, value in losses.items():
-            if isinstance(value, int | float) and math.isfinite(value):
-                table.setdefault(name, []).append(float(value))
-
-    def end_generation(self) -> None:
-        population = self.result.population
-        fitness, per_agent, eval_stats = [], [], []
-        if self.eval_env is not None:
-            for agent in population:
-                episodes = evaluate_multi_agent_episodes(
-                    agent,
-                    self.eval_env,
-                    loop=self.eval_loop,
-                    seed=self.seed + 10_000 + self.generation,
-                )
-                score, means = _score_episodes(episodes, self.eval_env.agents, self.sum_scores)
-                agent.fitness.append(score)
-                fitness.append(score)
-                per_agent.append(means)
-                eval_stats.append(
-                    episode_stats([_episode_score(ep, self.sum_scores) for ep in episodes])
-                )
-        row: dict[str, Any] = {
-            "generation": self.generation,
-            "env_steps": self.result.env_steps,
-            "index": [a.index for a in population],
-            "agent_steps": [int(a.steps) for a in population],
-            "fitness": fitness,
-            "eval_stats": eval_stats,
-            "per_agent_fitness": per_agent,
-            "mean_score": [
-                float(np.mean(self.gen_scores[a.index])) if self.gen_scores.get(a.index) else None
-                for a in population
-            ],
-            "losses": [
-                {k: float(np.mean(v)) for k, v in self.gen_losses.get(a.index, {}).items()}
-                for a in population
-            ],
-            "hyperparameters": [live_hyperparameters(a) for a in population],
-            "mutations": [],
-        }
-        for values in (row["fitness"], row["mean_score"]):
-            if any(v is not None and not math.isfinite(v) for v in values):
-                raise FloatingPointError(f"non-finite score in generation {self.generation}: {row}")
-        if self.evolution is not None and fitness:
-            new_population, row["lineage"] = self.evolution.evolve(
-                population, generation=self.generation, step=self.result.env_steps
-            )
-            row["mutations"] = [r["mutation"] for r in row["lineage"]]
-            self.result.population = new_population
-        self.result.history.append(row)
-        self.result.loop_state = {
-            "generation": self.generation + 1,
-            "env_steps": self.result.env_steps,
-            "credits": list(self.credits),
-        }
-        if self.log is not None:
-            self.log(row)
-        if self.on_generation is not None:
-            self.on_generation(self.result)
-        self.generation += 1
-        self.gen_scores = {}
-        self.gen_losses = {}
-
-
 def _rollout_steps(agent: IPPO, num_envs: int) -> int:
     return max(1, agent.spec.learn_step // num_envs)
 
@@ -367,9 +181,13 @@ def _collect_ippo(
     env: PettingZooVectorEnv,
     obs: dict[str, np.ndarray],
     tracker: EpisodeTracker,
-    schedule: _Schedule,
-) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """One rollout of ``learn_step // num_envs`` vector steps for :meth:`IPPO.learn`."""
+) -> tuple[dict[str, Any], dict[str, np.ndarray], list[dict[str, float]]]:
+    """One rollout of ``learn_step // num_envs`` vector steps for :meth:`IPPO.learn`.
+
+    Returns:
+        ``(rollout, next observations, finished episodes' returns per agent id)``.
+    """
+    finished: list[dict[str, float]] = []
     keys = ("obs", "critic_obs", "action", "log_prob", "value", "reward", "done", "active")
     buf: dict[str, dict[str, list[Any]]] = {k: {a: [] for a in env.agents} for k in keys}
     gamma = agent.spec.gamma
@@ -395,9 +213,7 @@ def _collect_ippo(
             buf["done"][a].append(done | terminated[a] | truncated[a])
             buf["active"][a].append(info["active"][a])
         agent.steps += env.num_envs
-        schedule.result.env_steps += env.num_envs
-        for per_agent in tracker.step(rewards, done):
-            schedule.episode(agent, per_agent)
+        finished.extend(tracker.step(rewards, done))
         obs = next_obs
     rollout: dict[str, Any] = {}
     for k, d in buf.items():
@@ -409,86 +225,7 @@ def _collect_ippo(
         else:
             rollout[k] = {a: torch.stack(v) for a, v in d.items()}
     rollout["last_value"] = agent.values(obs)
-    return rollout, obs
-
-
-def train_multi_agent_on_policy(
-    population: list[IPPO],
-    env: PettingZooVectorEnv | Sequence[PettingZooVectorEnv],
-    *,
-    max_steps: int,
-    evo_steps: int,
-    eval_env: PettingZooVectorEnv | None = None,
-    eval_loop: int = 1,
-    sum_scores: bool = True,
-    evolution: Evolution | None = None,
-    seed: int = 0,
-    log: Logger | None = None,
-    on_generation: GenerationHook | None = None,
-    resume: Mapping[str, Any] | None = None,
-    should_stop: StopCheck | None = None,
-) -> MultiAgentTrainResult:
-    """Train a population of IPPO agents (one rollout -> one :meth:`IPPO.learn`).
-
-    Args:
-        population: The agents.
-        env: One vector env per member, or one shared by all (each member's
-            turn starts from a reset, as every generation does).
-        max_steps: Env steps per member; a rollout that would pass it is not started.
-        evo_steps: Env steps per member between evaluations (and evolution); a
-            generation ends after the first rollout that reaches it.
-        eval_env: Env for evaluation; ``None`` skips evaluation and evolution.
-        eval_loop: Evaluation episodes per eval-env copy.
-        sum_scores: Fitness summed over agents, else averaged.
-        evolution: Tournament selection and mutation between generations
-            (:class:`~agilerl.hpo.evolution.Evolution`; ``None``: no evolution).
-        seed: Seeds torch and env resets.
-        log: Called with each generation's history row.
-        on_generation: Called with the result after each generation's evolution.
-        resume: A checkpointed :attr:`MultiAgentTrainResult.loop_state` to continue from
-            (the agents and global RNG states restored by the caller; torch is not reseeded).
-        should_stop: Asked before every rollout whether to stop.
-
-    Returns:
-        The run's :class:`MultiAgentTrainResult`.
-    """
-    if resume is None:
-        torch.manual_seed(seed)
-    envs = _envs_for(population, env)
-    schedule = _Schedule(
-        population,
-        eval_env=eval_env,
-        eval_loop=eval_loop,
-        sum_scores=sum_scores,
-        evolution=evolution,
-        seed=seed,
-        log=log,
-        on_generation=on_generation,
-        resume=resume,
-        should_stop=should_stop,
-    )
-
-    def fits(slot: int, agent: IPPO) -> bool:
-        # Rollouts are whole: one that would pass max_steps is not started.
-        rollout = _rollout_steps(agent, envs[slot].num_envs) * envs[slot].num_envs
-        return agent.steps + rollout <= max_steps
-
-    while any(fits(slot, a) for slot, a in enumerate(schedule.result.population)):
-        schedule.begin_generation()
-        for slot, agent in enumerate(schedule.result.population):
-            venv = envs[slot]
-            obs, _ = venv.reset(seed=seed + 1000 * slot + schedule.generation)
-            tracker = EpisodeTracker(venv.agents, venv.num_envs)
-            target = min(agent.steps + evo_steps, max_steps)
-            while agent.steps < target and fits(slot, agent):
-                if schedule.stop_now():
-                    return schedule.result
-                rollout, obs = _collect_ippo(agent, venv, obs, tracker, schedule)
-                schedule.learned(agent, agent.learn(rollout))
-        schedule.end_generation()
-        if schedule.stop_after_generation():
-            break
-    return schedule.result
+    return rollout, obs, finished
 
 
 def make_replay_buffer(
@@ -510,24 +247,252 @@ def make_replay_buffer(
     )
 
 
+EVAL_SEED_OFFSET = 99_991
+"""The evaluation env is made with the run seed plus this."""
+
+
+def _finite_mean(rows: list[Mapping[str, float]]) -> dict[str, float]:
+    """Mean of each finite value over ``rows`` (losses of the generation's updates)."""
+    table: dict[str, list[float]] = {}
+    for row in rows:
+        for name, value in row.items():
+            if isinstance(value, int | float) and math.isfinite(value):
+                table.setdefault(name, []).append(float(value))
+    return {name: float(np.mean(values)) for name, values in table.items()}
+
+
+class _Members:
+    """What both multi-agent paradigms share: envs, evaluation, training returns."""
+
+    def __init__(
+        self,
+        population: list[MultiAgentAlgorithm],
+        env: PettingZooVectorEnv | Sequence[PettingZooVectorEnv],
+        *,
+        max_steps: int,
+        seed: int,
+        eval_env: PettingZooVectorEnv | None,
+        env_factory: Any,
+        eval_loop: int,
+        eval_steps: int | None,
+        sum_scores: bool,
+    ) -> None:
+        self.envs = _envs_for(population, env)
+        self.eval_steps = eval_steps
+        self.max_steps = max_steps
+        self.seed = seed
+        self.eval_loop = eval_loop
+        self.sum_scores = sum_scores
+        self._owned: list[PettingZooVectorEnv] = []
+        if eval_env is None and env_factory is not None:
+            eval_env = env_factory(seed=seed + EVAL_SEED_OFFSET)
+            self._owned.append(eval_env)
+        self.eval_env = eval_env
+
+    def can_train(self, agent: MultiAgentAlgorithm) -> bool:
+        return agent.steps < self.max_steps
+
+    def evaluate(self, population: list[Any], generation: int) -> list[tuple[float, dict]]:
+        """Greedy episodes on the evaluation env: fitness, its spread, per-agent returns."""
+        if self.eval_env is None:  # nothing to score against (a benchmark's bare run)
+            return [(math.nan, {}) for _ in population]
+        out = []
+        for agent in population:
+            episodes = evaluate_multi_agent_episodes(
+                agent,
+                self.eval_env,
+                loop=self.eval_loop,
+                seed=self.seed + 10_000 + generation,
+                max_steps=self.eval_steps,
+            )
+            score, means = _score_episodes(episodes, self.eval_env.agents, self.sum_scores)
+            if not math.isfinite(score):
+                raise FloatingPointError(f"non-finite evaluation return in generation {generation}")
+            agent.fitness.append(score)
+            stats = episode_stats([_episode_score(ep, self.sum_scores) for ep in episodes])
+            out.append((score, {**stats, **{f"fitness_{a}": v for a, v in means.items()}}))
+        return out
+
+    def _episodes(self, agent: MultiAgentAlgorithm, finished: list[dict[str, float]]) -> float:
+        """Record finished training episodes (summed returns) and return their mean."""
+        totals = [float(sum(ep.values())) for ep in finished]
+        if any(not math.isfinite(t) for t in totals):
+            raise FloatingPointError("non-finite training return")
+        agent.scores.extend(totals)
+        return float(np.mean(totals)) if totals else math.nan
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        del state
+
+    def close(self) -> None:
+        for env in self._owned:
+            env.close()
+
+
+class OnPolicyMembers(_Members):
+    """IPPO members: whole rollouts of ``learn_step`` env steps, one update each."""
+
+    def can_train(self, agent: IPPO) -> bool:
+        """A rollout is whole: one that would pass ``max_steps`` is not started."""
+        num_envs = self.envs[0].num_envs
+        return agent.steps + _rollout_steps(agent, num_envs) * num_envs <= self.max_steps
+
+    def train(self, slot: int, agent: IPPO, until: int, loop: PopulationLoop) -> dict[str, Any]:
+        venv = self.envs[slot]
+        obs, _ = venv.reset(seed=self.seed + 1000 * slot + loop.generation)
+        tracker = EpisodeTracker(venv.agents, venv.num_envs)
+        losses, finished = [], []
+        while agent.steps < until and self.can_train(agent) and not loop.interrupted():
+            before = agent.steps
+            rollout, obs, episodes = _collect_ippo(agent, venv, obs, tracker)
+            losses.append(agent.learn(rollout))
+            finished.extend(episodes)
+            loop.advance(agent.steps - before)
+        return {**_finite_mean(losses), "train_return": self._episodes(agent, finished)}
+
+
+class OffPolicyMembers(_Members):
+    """MADDPG/MATD3 members: one shared replay buffer, learning credits per slot.
+
+    Args:
+        memory: The shared replay buffer.
+        learning_delay: Transitions collected before learning starts.
+        **members: See :class:`_Members`.
+    """
+
+    def __init__(self, *args: Any, memory: Any, learning_delay: int, **members: Any) -> None:
+        super().__init__(*args, **members)
+        self.memory = memory
+        self.learning_delay = learning_delay
+        self.credits = [0.0] * len(self.envs)
+
+    def train(
+        self, slot: int, agent: MultiAgentAlgorithm, until: int, loop: PopulationLoop
+    ) -> dict[str, Any]:
+        venv, memory = self.envs[slot], self.memory
+        obs, _ = venv.reset(seed=self.seed + 1000 * slot + loop.generation)
+        agent.reset_noise()
+        tracker = EpisodeTracker(venv.agents, venv.num_envs)
+        losses, finished = [], []
+        while agent.steps < until and not loop.interrupted():
+            action = agent.act(obs)
+            next_obs, rewards, terminated, _, info = venv.step(action)
+            done = info["episode_done"]
+            memory.add(
+                obs=obs,
+                action=action,
+                reward=rewards,
+                next_obs=_final_obs(next_obs, info),
+                done=terminated,
+            )
+            agent.steps += venv.num_envs
+            loop.advance(venv.num_envs)
+            if done.any():
+                agent.reset_noise(done)
+            finished.extend(tracker.step(rewards, done))
+            obs = next_obs
+            if len(memory) >= max(self.learning_delay, agent.spec.batch_size):
+                self.credits[slot] += venv.num_envs / agent.spec.learn_step
+                while self.credits[slot] >= 1.0:
+                    losses.append(agent.learn(memory.sample(agent.spec.batch_size)))
+                    self.credits[slot] -= 1.0
+        return {
+            **_finite_mean(losses),
+            "train_return": self._episodes(agent, finished),
+            "memory_size": len(memory),
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"credits": list(self.credits)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.credits = [float(c) for c in state.get("credits") or self.credits]
+
+
+def train_multi_agent_on_policy(
+    population: list[IPPO],
+    env: PettingZooVectorEnv | Sequence[PettingZooVectorEnv],
+    env_name: str = "",
+    algo: str = "",
+    *,
+    max_steps: int,
+    evo_steps: int,
+    eval_loop: int = 1,
+    eval_steps: int | None = None,
+    sum_scores: bool = True,
+    target: float | None = None,
+    checkpoint: int | None = None,
+    tournament: Any = None,
+    mutation: Any = None,
+    env_factory: Any = None,
+    eval_env: PettingZooVectorEnv | None = None,
+    run: RunContext | None = None,
+) -> LoopResult:
+    """Train a population of IPPO agents (see the module docstring).
+
+    Args:
+        population: The agents.
+        env: One vector env per member, or one shared by all (each member's
+            turn starts from a reset).
+        env_name: Label for logs.
+        algo: Label for logs.
+        max_steps: Env steps per member; a rollout that would pass it is not started.
+        evo_steps: Env steps per member between evaluations (and evolution).
+        eval_loop: Evaluation episodes per eval-env copy.
+        eval_steps: Cap on vector steps per evaluation; ``None`` runs whole episodes.
+        sum_scores: Fitness summed over agents, else averaged.
+        target: Stop once an evaluation reaches this.
+        checkpoint: Population env steps between checkpoints (``None``: every generation).
+        tournament: Selection operator (evolutionary HPO).
+        mutation: Mutation operator (evolutionary HPO).
+        env_factory: Makes the evaluation env (``factory(seed=)``) unless ``eval_env``
+            is given; with neither, members are not evaluated (fitness NaN).
+        eval_env: Evaluation env (owned by the caller).
+        run: Run directory, sinks, display, stop conditions and resume state.
+
+    Returns:
+        The run's result; it unpacks as ``population, fitnesses``.
+    """
+    run = run or RunContext.ephemeral()
+    if run.resume_state is None:
+        torch.manual_seed(run.seed)
+    members = OnPolicyMembers(
+        population, env, max_steps=max_steps, seed=run.seed, eval_env=eval_env,
+        env_factory=env_factory, eval_loop=eval_loop, eval_steps=eval_steps,
+        sum_scores=sum_scores,
+    )  # fmt: skip
+    return run_population(
+        population, members, run, max_steps=max_steps, evo_steps=evo_steps, target=target,
+        checkpoint=checkpoint, tournament=tournament, mutation=mutation,
+        label=f"{algo} {env_name}".strip(),
+    )  # fmt: skip
+
+
 def train_multi_agent_off_policy(
     population: list[MultiAgentAlgorithm],
     env: PettingZooVectorEnv | Sequence[PettingZooVectorEnv],
+    env_name: str = "",
+    algo: str = "",
     *,
     max_steps: int,
     evo_steps: int,
     memory_size: int = 100_000,
     learning_delay: int = 0,
-    eval_env: PettingZooVectorEnv | None = None,
+    save_memory: bool = False,
     eval_loop: int = 1,
+    eval_steps: int | None = None,
     sum_scores: bool = True,
-    evolution: Evolution | None = None,
-    seed: int = 0,
-    log: Logger | None = None,
-    on_generation: GenerationHook | None = None,
-    resume: Mapping[str, Any] | None = None,
-    should_stop: StopCheck | None = None,
-) -> MultiAgentTrainResult:
+    target: float | None = None,
+    checkpoint: int | None = None,
+    tournament: Any = None,
+    mutation: Any = None,
+    env_factory: Any = None,
+    eval_env: PettingZooVectorEnv | None = None,
+    run: RunContext | None = None,
+) -> LoopResult:
     """Train a population of MADDPG/MATD3 agents from one shared replay buffer.
 
     One ``learn(batch)`` every ``spec.learn_step`` env steps once the buffer
@@ -536,77 +501,44 @@ def train_multi_agent_off_policy(
     Args:
         population: The agents.
         env: One vector env per member, or one shared by all.
+        env_name: Label for logs.
+        algo: Label for logs.
         max_steps: Env steps per member.
         evo_steps: Env steps per member between evaluations.
         memory_size: Replay capacity (joint transitions).
         learning_delay: Env steps collected before learning starts.
-        eval_env: Env for evaluation; ``None`` skips evaluation and evolution.
+        save_memory: Checkpoints store the replay buffer (a resume continues with it;
+            otherwise the buffer refills before learning resumes).
         eval_loop: Evaluation episodes per eval-env copy.
+        eval_steps: Cap on vector steps per evaluation; ``None`` runs whole episodes.
         sum_scores: Fitness summed over agents, else averaged.
-        evolution: Tournament selection and mutation between generations
-            (:class:`~agilerl.hpo.evolution.Evolution`; ``None``: no evolution).
-        seed: Seeds torch, env resets and the buffer.
-        log: Called with each generation's history row.
-        on_generation: Called with the result after each generation's evolution.
-        resume: A checkpointed :attr:`MultiAgentTrainResult.loop_state` to continue from,
-            with the buffer's ``state_dict()`` under ``"memory"`` when it was stored
-            (else the buffer starts empty and refills before learning resumes).
-        should_stop: Asked before every vector step whether to stop.
+        target: Stop once an evaluation reaches this.
+        checkpoint: Population env steps between checkpoints (``None``: every generation).
+        tournament: Selection operator (evolutionary HPO).
+        mutation: Mutation operator (evolutionary HPO).
+        env_factory: Makes the evaluation env unless ``eval_env`` is given.
+        eval_env: Evaluation env (owned by the caller).
+        run: Run directory, sinks, display, stop conditions and resume state.
+
+    Returns:
+        The run's result; it unpacks as ``population, fitnesses``.
     """
-    if resume is None:
-        torch.manual_seed(seed)
-    envs = _envs_for(population, env)
-    schedule = _Schedule(
-        population,
-        eval_env=eval_env,
-        eval_loop=eval_loop,
-        sum_scores=sum_scores,
-        evolution=evolution,
-        seed=seed,
-        log=log,
-        on_generation=on_generation,
-        resume=resume,
-        should_stop=should_stop,
-    )
-    memory = make_replay_buffer(population[0], memory_size, seed)
-    if resume is not None and resume.get("memory") is not None:
-        memory.load_state_dict(resume["memory"])
-    schedule.result.memory = memory
-    credits = schedule.credits
-    while min(a.steps for a in schedule.result.population) < max_steps:
-        schedule.begin_generation()
-        for slot, agent in enumerate(schedule.result.population):
-            venv = envs[slot]
-            obs, _ = venv.reset(seed=seed + 1000 * slot + schedule.generation)
-            agent.reset_noise()
-            tracker = EpisodeTracker(venv.agents, venv.num_envs)
-            target = min(agent.steps + evo_steps, max_steps)
-            while agent.steps < target:
-                if schedule.stop_now():
-                    return schedule.result
-                action = agent.act(obs)
-                next_obs, rewards, terminated, _, info = venv.step(action)
-                done = info["episode_done"]
-                memory.add(
-                    obs=obs,
-                    action=action,
-                    reward=rewards,
-                    next_obs=_final_obs(next_obs, info),
-                    done=terminated,
-                )
-                agent.steps += venv.num_envs
-                schedule.result.env_steps += venv.num_envs
-                if done.any():
-                    agent.reset_noise(done)
-                for per_agent in tracker.step(rewards, done):
-                    schedule.episode(agent, per_agent)
-                obs = next_obs
-                if len(memory) >= max(learning_delay, agent.spec.batch_size):
-                    credits[slot] += venv.num_envs / agent.spec.learn_step
-                    while credits[slot] >= 1.0:
-                        schedule.learned(agent, agent.learn(memory.sample(agent.spec.batch_size)))
-                        credits[slot] -= 1.0
-        schedule.end_generation()
-        if schedule.stop_after_generation():
-            break
-    return schedule.result
+    run = run or RunContext.ephemeral()
+    if run.resume_state is None:
+        torch.manual_seed(run.seed)
+    memory = make_replay_buffer(population[0], memory_size, run.seed)
+    stored = run.resume_state.memory if run.resume_state is not None else None
+    if stored:
+        memory.load_state_dict(stored[0])
+    if save_memory:
+        run.memory_provider = lambda: [memory.state_dict()]
+    members = OffPolicyMembers(
+        population, env, memory=memory, learning_delay=learning_delay, max_steps=max_steps,
+        seed=run.seed, eval_env=eval_env, env_factory=env_factory, eval_loop=eval_loop,
+        eval_steps=eval_steps, sum_scores=sum_scores,
+    )  # fmt: skip
+    return run_population(
+        population, members, run, max_steps=max_steps, evo_steps=evo_steps, target=target,
+        checkpoint=checkpoint, tournament=tournament, mutation=mutation,
+        label=f"{algo} {env_name}".strip(),
+    )  # fmt: skip

@@ -41,7 +41,6 @@ def train_off_policy(
     eval_env: Any = None,
     run: RunContext | None = None,
     save_memory: bool = False,
-    batched_population: bool | str = False,
 ) -> LoopResult:
     """Train a population of off-policy agents.
 
@@ -78,44 +77,10 @@ def train_off_policy(
         eval_env: Evaluation env; made with ``env_factory`` when omitted.
         run: Run directory, sinks, display and stop conditions.
         save_memory: Store the replay memory in checkpoints.
-        batched_population: Train members that share an architecture as one
-            stacked network (:mod:`agilerl.training.batched_off_policy`) when
-            the population allows it; ``"auto"`` falls back quietly, ``True``
-            with a warning naming the reason.
 
     Returns:
         The run's result; it unpacks as ``population, fitnesses``.
     """
-    if batched_population:
-        from agilerl.training import batched_off_policy as batched
-        from agilerl.training.batched_eval import use_batched
-
-        reason = batched.batched_off_policy_reason(
-            population, env, memory, n_step_memory, env_factory, eval_env
-        )
-        if use_batched(reason, batched_population):
-            return batched.train_off_policy_batched(
-                population,
-                env,
-                env_name,
-                algo,
-                memory=memory,
-                max_steps=max_steps,
-                evo_steps=evo_steps,
-                eval_steps=eval_steps,
-                eval_loop=eval_loop,
-                learning_delay=learning_delay,
-                eps_start=eps_start,
-                eps_end=eps_end,
-                eps_decay=eps_decay,
-                target=target,
-                checkpoint=checkpoint,
-                tournament=tournament,
-                mutation=mutation,
-                env_factory=env_factory,
-                run=run,
-                save_memory=save_memory,
-            )
     run = run or RunContext.ephemeral()
     envs = PopulationEnvs(
         len(population),

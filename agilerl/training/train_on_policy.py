@@ -33,7 +33,6 @@ def train_on_policy(
     env_factory: Any = None,
     eval_env: Any = None,
     run: RunContext | None = None,
-    batched_population: bool | str = False,
 ) -> LoopResult:
     """Train a population of on-policy agents side by side.
 
@@ -63,26 +62,10 @@ def train_on_policy(
             (other agents, evaluation).
         eval_env: Evaluation env; made with ``env_factory`` when omitted.
         run: Run directory, sinks, display and stop conditions.
-        batched_population: Train members that share an architecture as one
-            stacked network (:mod:`agilerl.training.batched_on_policy`) when
-            the population allows it; ``"auto"`` falls back quietly, ``True``
-            with a warning naming the reason.
 
     Returns:
         The run's result; it unpacks as ``population, fitnesses``.
     """
-    if batched_population:
-        from agilerl.training import batched_on_policy as batched
-        from agilerl.training.batched_eval import use_batched
-
-        reason = batched.batched_on_policy_reason(population, env, env_factory, eval_env)
-        if use_batched(reason, batched_population):
-            return batched.train_on_policy_batched(
-                population, env, env_name, algo, max_steps=max_steps, evo_steps=evo_steps,
-                eval_steps=eval_steps, eval_loop=eval_loop, target=target,
-                checkpoint=checkpoint, tournament=tournament, mutation=mutation,
-                env_factory=env_factory, run=run,
-            )  # fmt: skip
     run = run or RunContext.ephemeral()
     envs = PopulationEnvs(
         len(population),

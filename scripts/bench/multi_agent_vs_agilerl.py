@@ -243,6 +243,7 @@ def run_ours(
     from agilerl.envs.pettingzoo import make_vector_env
     from agilerl.evaluate_multi_agent import run_multi_agent_episodes
     from agilerl.training.numerics import denormals_flushed
+    from agilerl.training.run_context import RunContext
     from agilerl.training.train_multi_agent import (
         train_multi_agent_off_policy,
         train_multi_agent_on_policy,
@@ -262,7 +263,9 @@ def run_ours(
     start = time.perf_counter()
     with denormals_flushed(flush):  # LocalTrainer (train.py) flushes them by default
         if algo == "IPPO":
-            train_multi_agent_on_policy([agent], env, max_steps=steps, evo_steps=steps, seed=seed)
+            train_multi_agent_on_policy(
+                [agent], env, max_steps=steps, evo_steps=steps, run=RunContext.ephemeral(seed)
+            )
         else:
             train_multi_agent_off_policy(
                 [agent],
@@ -271,7 +274,7 @@ def run_ours(
                 evo_steps=steps,
                 memory_size=MEMORY,
                 learning_delay=LEARNING_DELAY,
-                seed=seed,
+                run=RunContext.ephemeral(seed),
             )
     wall = time.perf_counter() - start
     env.close()

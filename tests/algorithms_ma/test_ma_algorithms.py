@@ -17,12 +17,14 @@ from agilerl.arena.models.algorithms.ippo import IPPOSpec
 from agilerl.arena.models.algorithms.maddpg import MADDPGSpec
 from agilerl.arena.models.algorithms.matd3 import MATD3Spec
 from agilerl.envs.pettingzoo import make_vector_env
+from agilerl.training.checkpointing import CheckpointManager
 from agilerl.training.train_multi_agent import (
     evaluate_multi_agent,
     make_replay_buffer,
     train_multi_agent_off_policy,
     train_multi_agent_on_policy,
 )
+from tests.algorithms_ma.ma_helpers import generations, run_context, table
 from tests.hpo.operators import make_evolution
 
 SL = "mpe2.simple_speaker_listener_v4"
@@ -300,8 +302,9 @@ def test_discrete_maddpg_actor_gets_gradients(mode) -> None:
 
 
 def _run(
-    cls, spec_cls, seed: int, *, continuous: bool, name: str = SL, population: int = 1, **config
-):
+    cls, spec_cls, seed: int, path, *, continuous: bool, name: str = SL, population: int = 1,
+    **config,
+):  # fmt: skip
     torch.manual_seed(seed)
     env = make_vector_env(name, {"continuous_actions": continuous, **config}, num_envs=2)
     eval_env = make_vector_env(name, {"continuous_actions": continuous, **config}, num_envs=2)
@@ -313,55 +316,57 @@ def _run(
     agents = [
         cls(spec, env.observation_spaces, env.action_spaces, index=i) for i in range(population)
     ]
-    evolution = (
-        make_evolution(spec, population, seed, no_mut=0.5, rl_hp_mut=0.5)
-        if population > 1
-        else None
-    )
-    kwargs = dict(max_steps=200, evo_steps=100, eval_env=eval_env, seed=seed, evolution=evolution)
+    kwargs: dict = dict(max_steps=200, evo_steps=100, eval_env=eval_env)
+    if population > 1:
+        evolution = make_evolution(spec, population, seed, no_mut=0.5, rl_hp_mut=0.5)
+        kwargs.update(tournament=evolution.tournament, mutation=evolution.mutation)
+    run = run_context(path, seed)
     if cls is IPPO:
-        result = train_multi_agent_on_policy(agents, env, **kwargs)
+        result = train_multi_agent_on_policy(agents, env, run=run, **kwargs)
     else:
-        result = train_multi_agent_off_policy(agents, env, learning_delay=50, **kwargs)
+        result = train_multi_agent_off_policy(agents, env, learning_delay=50, run=run, **kwargs)
     env.close()
     eval_env.close()
     return result
 
 
 @pytest.mark.parametrize(("cls", "spec_cls"), ALGOS)
-def test_simple_spread_runs_with_finite_values_and_evolves(cls, spec_cls) -> None:
-    result = _run(cls, spec_cls, 0, continuous=True, name=SPREAD, population=2, N=3)
+def test_simple_spread_runs_with_finite_values_and_evolves(cls, spec_cls, tmp_path) -> None:
+    result = _run(cls, spec_cls, 0, tmp_path, continuous=True, name=SPREAD, population=2, N=3)
+    rows = generations(tmp_path)
     # Rollouts are whole units: a mutated learn_step may stop a member short of max_steps.
-    assert len(result.history) >= 2 and 2 * 100 < result.env_steps <= 2 * 200
-    assert len(result.history[0]["mutations"]) == 2
-    for row in result.history:
-        assert len(row["fitness"]) == 2 and all(math.isfinite(f) for f in row["fitness"])
-        for fitness, per_agent in zip(row["fitness"], row["per_agent_fitness"], strict=True):
-            assert set(per_agent) == {"agent_0", "agent_1", "agent_2"}
-            assert sum(per_agent.values()) == pytest.approx(fitness)
-        assert all(math.isfinite(s) for s in row["mean_score"])
+    assert len(rows) >= 2 and 2 * 100 < result.total_steps <= 2 * 200
+    assert len(table(tmp_path, "hpo.csv")) == 2 * (len(rows) - 1)  # no evolution after the last
+    for generation in rows:
+        assert len(generation) == 2
+        for row in generation:
+            fitness = float(row["fitness"])
+            per_agent = [float(row[f"fitness_agent_{i}"]) for i in range(3)]
+            assert math.isfinite(fitness) and sum(per_agent) == pytest.approx(fitness)
+            assert math.isfinite(float(row["train_return"]))
     assert len({a.index for a in result.population}) == 2
     assert all(100 < a.steps <= 200 for a in result.population)
-    loop_result = result.to_loop_result()
-    population, fitnesses = loop_result
+    population, fitnesses = result
     assert population is result.population and len(fitnesses) == 2
-    assert loop_result.total_steps == result.env_steps
-    assert loop_result.best_fitness == max(f for row in result.history for f in row["fitness"])
+    assert result.best_fitness == max(float(r["fitness"]) for g in rows for r in g)
+    assert result.status == "completed"
     for agent in result.population:
         for net in agent.nets.values():
             assert all(torch.isfinite(p).all() for p in net.parameters())
 
 
 @pytest.mark.parametrize(("cls", "spec_cls"), ALGOS)
-def test_same_seed_gives_the_same_returns(cls, spec_cls) -> None:
+def test_same_seed_gives_the_same_returns(cls, spec_cls, tmp_path) -> None:
     continuous = cls is not IPPO
-    first = _run(cls, spec_cls, 3, continuous=continuous)
-    second = _run(cls, spec_cls, 3, continuous=continuous)
-    other = _run(cls, spec_cls, 4, continuous=continuous)
-    returns = lambda r: [ep[1] for ep in r.episodes[0]]  # noqa: E731
-    assert returns(first) == returns(second) and len(returns(first)) == 8
-    assert [row["fitness"] for row in first.history] == [row["fitness"] for row in second.history]
-    assert returns(first) != returns(other)
+    runs = [
+        _run(cls, spec_cls, seed, tmp_path / str(i), continuous=continuous)
+        for i, seed in enumerate((3, 3, 4))
+    ]
+    scores = [r.population[0].scores for r in runs]
+    assert scores[0] == scores[1] and len(scores[0]) == 8
+    assert scores[0] != scores[2]
+    metrics = [[r["fitness"] for r in table(tmp_path / str(i))] for i in range(2)]
+    assert metrics[0] == metrics[1] and len(metrics[0]) == 2
 
 
 def test_evaluation_sums_or_averages_over_agents() -> None:
@@ -376,33 +381,22 @@ def test_evaluation_sums_or_averages_over_agents() -> None:
     env.close()
 
 
-def test_generation_hooks_see_metrics_and_can_checkpoint_the_population(tmp_path) -> None:
+def test_each_generation_is_recorded_and_checkpointed(tmp_path) -> None:
     env = _env(True, num_envs=2)
     agent = MATD3(
         MATD3Spec(net_config=SMALL_NET, batch_size=16), env.observation_spaces, env.action_spaces
     )
-    rows, saved = [], []
-
-    def checkpoint(result) -> None:
-        path = tmp_path / f"gen{len(saved)}.pt"
-        result.population[0].save_checkpoint(path)
-        saved.append((path, result.population[0].steps))
-
     train_multi_agent_off_policy(
-        [agent],
-        env,
-        max_steps=100,
-        evo_steps=50,
-        learning_delay=20,
-        eval_env=env,
-        seed=1,
-        log=rows.append,
-        on_generation=checkpoint,
-    )
-    assert [row["generation"] for row in rows] == [0, 1]
-    assert [steps for _, steps in saved] == [50, 100]
-    loaded = MultiAgentAlgorithm.load(saved[-1][0])
+        [agent], env, max_steps=100, evo_steps=50, learning_delay=20, eval_env=env,
+        run=run_context(tmp_path, 1),
+    )  # fmt: skip
+    assert [row["generation"] for row in table(tmp_path)] == ["1", "2"]
+    steps = sorted(p.name for p in (tmp_path / "checkpoints").glob("step_*"))
+    assert steps == ["step_000000000050", "step_000000000100"]
+    states, loop_state, _ = CheckpointManager(tmp_path / "checkpoints").load_latest()
+    loaded = MultiAgentAlgorithm.from_state(states[0])
     assert loaded.steps == 100 and loaded.fitness == agent.fitness and len(loaded.fitness) == 2
+    assert loop_state.total_steps == 100 and loop_state.generation == 2
     env.close()
 
 
@@ -413,8 +407,8 @@ def test_ippo_shared_critic_input_sees_every_observation() -> None:
     assert agent.critics["speaker_0"][0].in_features == 3 + 11
     assert agent.critics["listener_0"][0].in_features == 3 + 11
     assert agent.actors["speaker_0"][0].in_features == 3
-    result = train_multi_agent_on_policy([agent], env, max_steps=100, evo_steps=100, seed=0)
-    assert all(math.isfinite(s) for s in result.history[0]["mean_score"])
+    train_multi_agent_on_policy([agent], env, max_steps=100, evo_steps=100, eval_env=env)
+    assert agent.scores and all(math.isfinite(s) for s in agent.scores)
     env.close()
 
 
@@ -428,10 +422,25 @@ def test_shared_policies_train_on_simple_spread(cls, spec_cls) -> None:
     agent = cls(spec, env.observation_spaces, env.action_spaces)
     before = [p.clone() for p in agent.actors["agent"].parameters()]
     if cls is IPPO:
-        train_multi_agent_on_policy([agent], env, max_steps=100, evo_steps=100, seed=0)
+        train_multi_agent_on_policy([agent], env, max_steps=100, evo_steps=100)
     else:
-        train_multi_agent_off_policy([agent], env, max_steps=100, evo_steps=100, seed=0)
+        train_multi_agent_off_policy([agent], env, max_steps=100, evo_steps=100)
     after = list(agent.actors["agent"].parameters())
     assert any(not torch.equal(a, b) for a, b in zip(after, before, strict=True))
     assert all(torch.isfinite(p).all() for p in after)
+    env.close()
+
+
+def test_eval_steps_caps_an_evaluation_with_partial_returns() -> None:
+    """training.eval_steps acts for multi-agent runs as for single-agent ones."""
+    from agilerl.training.train_multi_agent import evaluate_multi_agent_episodes
+
+    env = _env(False, num_envs=2)
+    agent = IPPO(IPPOSpec(net_config=SMALL_NET), env.observation_spaces, env.action_spaces)
+    whole = evaluate_multi_agent_episodes(agent, env, loop=1, seed=3)
+    cut = evaluate_multi_agent_episodes(agent, env, loop=1, seed=3, max_steps=5)
+    assert len(whole) == len(cut) == 2
+    # five steps of rewards (all negative distances here) are less than a whole episode's
+    for short, full in zip(cut, whole, strict=True):
+        assert sum(short.values()) > sum(full.values())
     env.close()

@@ -16,7 +16,6 @@ from agilerl.networks.fastgrad import autograd_only, chain_of
 from agilerl.training.train_multi_agent import (
     EpisodeTracker,
     _collect_ippo,
-    _Schedule,
     make_replay_buffer,
 )
 
@@ -87,9 +86,7 @@ def test_ippo_update_matches_autograd(continuous) -> None:
     spec = IPPOSpec(net_config=_net(False), learn_step=64, batch_size=32, update_epochs=2)
     fast, slow = _pair(lambda: IPPO(spec, env.observation_spaces, env.action_spaces))
     obs, _ = env.reset(seed=0)
-    schedule = _Schedule([fast], eval_env=None, eval_loop=1, sum_scores=True, evolution=None,
-                         seed=0, log=None)  # fmt: skip
-    rollout, _ = _collect_ippo(fast, env, obs, EpisodeTracker(env.agents, 4), schedule)
+    rollout, _, _ = _collect_ippo(fast, env, obs, EpisodeTracker(env.agents, 4))
     torch.manual_seed(1)
     out_fast = fast.learn(rollout)
     torch.manual_seed(1)

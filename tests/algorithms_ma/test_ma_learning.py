@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -42,6 +43,12 @@ def _spec(spec_cls, preset: dict):
     return spec_cls.model_validate({**preset["algorithm"], "net_config": net})
 
 
+def _recent_return(agent, steps: int) -> float:
+    """Mean summed training return of the episodes of the last ``steps`` env steps
+    (speaker-listener episodes are 25 steps long)."""
+    return float(np.mean(agent.scores[-(steps // 25) :]))
+
+
 def test_ippo_learns_discrete_speaker_listener_within_100k_steps() -> None:
     torch.set_num_threads(1)
     preset = _tuned("ippo_mpe_simple_speaker_listener")
@@ -50,10 +57,10 @@ def test_ippo_learns_discrete_speaker_listener_within_100k_steps() -> None:
     )
     torch.manual_seed(0)
     agent = IPPO(_spec(IPPOSpec, preset), env.observation_spaces, env.action_spaces)
-    result = train_multi_agent_on_policy([agent], env, max_steps=100_000, evo_steps=10_000, seed=0)
+    train_multi_agent_on_policy([agent], env, max_steps=100_000, evo_steps=10_000)
     env.close()
     assert agent.steps <= 100_000
-    assert result.recent_return(0, 10_000) > -60
+    assert _recent_return(agent, 10_000) > -60
 
 
 @pytest.mark.parametrize(
@@ -75,15 +82,14 @@ def test_off_policy_learns_speaker_listener_within_60k_steps(cls, spec_cls, pres
     )
     torch.manual_seed(0)
     agent = cls(_spec(spec_cls, conf), env.observation_spaces, env.action_spaces)
-    result = train_multi_agent_off_policy(
+    train_multi_agent_off_policy(
         [agent],
         env,
         max_steps=60_000,
         evo_steps=6_000,
         memory_size=conf["replay_buffer"]["max_size"],
         learning_delay=conf["training"]["learning_delay"],
-        seed=0,
     )
     env.close()
     assert agent.steps <= 60_000
-    assert result.recent_return(0, 10_000) > -55
+    assert _recent_return(agent, 10_000) > -55

@@ -20,6 +20,7 @@ from agilerl.hpo.architecture import edit_mlp
 from agilerl.hpo.group_architecture import group_net_configs, mutate_group_architecture
 from agilerl.hpo.tournament import TournamentSelection
 from agilerl.training.train_multi_agent import train_multi_agent_off_policy
+from tests.algorithms_ma.ma_helpers import run_context, table
 from tests.hpo.operators import make_evolution
 
 SL = "mpe2.simple_speaker_listener_v4"
@@ -100,7 +101,7 @@ def test_no_edit_outside_the_bounds() -> None:
 
 
 def _evolving_run(
-    max_steps: int, mutate_elite: bool = False, **probabilities: float
+    path, max_steps: int, mutate_elite: bool = False, **probabilities: float
 ) -> tuple[Any, dict[int, Any]]:
     """Two MATD3 members on continuous speaker-listener, evolving every 50 steps."""
     env = make_vector_env(SL, {"continuous_actions": True}, num_envs=2)
@@ -108,46 +109,39 @@ def _evolving_run(
     spec = MATD3Spec(net_config=NET, batch_size=16, learn_step=8)
     agents = [MATD3(spec, env.observation_spaces, env.action_spaces, index=i) for i in range(2)]
     before = {i: group_net_configs(a) for i, a in enumerate(agents)}
+    evolution = make_evolution(spec, 2, 0, mutate_elite=mutate_elite, **probabilities)
     result = train_multi_agent_off_policy(
-        agents,
-        env,
-        max_steps=max_steps,
-        evo_steps=50,
-        learning_delay=20,
-        eval_env=env,
-        evolution=make_evolution(spec, 2, 0, mutate_elite=mutate_elite, **probabilities),
-        seed=2,
-    )
+        agents, env, max_steps=max_steps, evo_steps=50, learning_delay=20, eval_env=env,
+        tournament=evolution.tournament, mutation=evolution.mutation, run=run_context(path, 2),
+    )  # fmt: skip
     env.close()
     return result, before
 
 
-def test_the_loop_evolves_group_networks_and_keeps_training() -> None:
-    result, before = _evolving_run(150, arch_mut=1.0, new_layer=0.5)
+def test_the_loop_evolves_group_networks_and_keeps_training(tmp_path) -> None:
+    result, before = _evolving_run(tmp_path, 150, arch_mut=1.0, new_layer=0.5)
+    lineage = table(tmp_path, "hpo.csv")
     # the elite (first of each new population) is kept as it is (mutate_elite is off)
-    assert result.history and all(row["mutations"][0] == "None" for row in result.history)
-    lineage = [row["lineage"][1:] for row in result.history]
-    assert all(r["mutation"] == "arch" and r["detail"] for rows in lineage for r in rows)
-    elites = [row["lineage"][0] for row in result.history]
-    assert all(e["elite"] and e["detail"] == "elite kept" for e in elites)
+    elites = [r for r in lineage if r["elite"] == "True"]
+    assert len(elites) == 2 and all(e["detail"] == "elite kept" for e in elites)
+    others = [r for r in lineage if r["elite"] == "False"]
+    assert others and all(r["mutation"] == "arch" and r["detail"] for r in others)
     assert any(group_net_configs(a) != before[0] for a in result.population)
-    for row in result.history:
-        assert all(math.isfinite(f) for f in row["fitness"])
+    assert all(math.isfinite(float(r["fitness"])) for r in table(tmp_path))
     for agent in result.population:
         assert agent.steps == 150
         assert all(torch.isfinite(p).all() for net in agent.nets.values() for p in net.parameters())
 
 
-def test_mutate_elite_mutates_the_elite_too() -> None:
-    result, _ = _evolving_run(100, mutate_elite=True, rl_hp_mut=1.0)
-    assert all(m == "rl_hp" for row in result.history for m in row["mutations"])
+def test_mutate_elite_mutates_the_elite_too(tmp_path) -> None:
+    _evolving_run(tmp_path, 100, mutate_elite=True, rl_hp_mut=1.0)
+    assert {r["mutation"] for r in table(tmp_path, "hpo.csv")} == {"rl_hp"}
 
 
-def test_the_loop_honours_rl_hp_selection() -> None:
+def test_the_loop_honours_rl_hp_selection(tmp_path) -> None:
     """Only the hyperparameters mutation.rl_hp_selection names mutate, within its factors."""
     from agilerl.arena.models.hpo import MutationSpec
     from agilerl.hpo import Mutations
-    from agilerl.hpo.evolution import Evolution
 
     env = make_vector_env(SL, {"continuous_actions": True}, num_envs=2)
     torch.manual_seed(0)
@@ -158,16 +152,13 @@ def test_the_loop_honours_rl_hp_selection() -> None:
         probabilities={"no_mut": 0.0, "arch_mut": 0.0, "params_mut": 0.0, "rl_hp_mut": 1.0},
         rl_hp_selection=selection,
     )
-    evolution = Evolution(
-        TournamentSelection(2, True, 3, rng=np.random.default_rng(0)),
-        Mutations.from_spec(mutation, spec, rng_seed=0),
-    )
     result = train_multi_agent_off_policy(
-        agents, env, max_steps=100, evo_steps=50, learning_delay=20, eval_env=env,
-        evolution=evolution, seed=2,
+        agents, env, max_steps=150, evo_steps=50, learning_delay=20, eval_env=env,
+        tournament=TournamentSelection(2, True, 3, rng=np.random.default_rng(0)),
+        mutation=Mutations.from_spec(mutation, spec, rng_seed=0), run=run_context(tmp_path, 2),
     )  # fmt: skip
     env.close()
-    mutated = [r for row in result.history for r in row["lineage"] if r["mutation"] == "rl_hp"]
+    mutated = [r for r in table(tmp_path, "hpo.csv") if r["mutation"] == "rl_hp"]
     assert len(mutated) == 4 and all(r["detail"].startswith("lr_actor ") for r in mutated)
     for agent in result.population:
         assert agent.spec.model_dump(exclude={"lr_actor"}) == spec.model_dump(exclude={"lr_actor"})

@@ -1,8 +1,13 @@
-"""The multi-agent loops resume exactly from a generation's state (agents, RNGs, loop, buffer)."""
+"""The multi-agent loops resume exactly from a checkpoint (agents, RNGs, operators, buffer).
+
+A run stopped by a signal at a generation boundary and resumed from its
+checkpoint writes the same metrics, lineage and final weights as the run that
+was never stopped.
+"""
 
 from __future__ import annotations
 
-import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,11 +18,12 @@ from agilerl.algorithms.matd3 import MATD3
 from agilerl.arena.models.algorithms.ippo import IPPOSpec
 from agilerl.arena.models.algorithms.matd3 import MATD3Spec
 from agilerl.envs.pettingzoo import make_vector_env
-from agilerl.training.checkpointing import rng_state, set_rng_state
+from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.train_multi_agent import (
     train_multi_agent_off_policy,
     train_multi_agent_on_policy,
 )
+from tests.algorithms_ma.ma_helpers import run_context, table
 from tests.hpo.operators import make_evolution
 
 SMALL_NET = {
@@ -39,71 +45,74 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def _train(name: str, max_steps: int, resume: dict | None = None, agents=None, hook=None):
+def _train(name: str, path: Path, *, resume: bool = False) -> Any:
     cls, spec = CASES[name]
     continuous = cls is MATD3
     env = make_vector_env("mpe2.simple_speaker_listener_v4", {"continuous_actions": continuous}, 2)
     eval_env = make_vector_env(
         "mpe2.simple_speaker_listener_v4", {"continuous_actions": continuous}, 2
     )
+    torch.manual_seed(0)
+    agents = [cls(spec, env.observation_spaces, env.action_spaces, index=i) for i in range(2)]
     # rates only: a mutated learn_step would change how many whole rollouts fit a generation
     rates = {"min": 1e-5, "max": 1e-1}
-    selection = {
-        name: rates for name in ("lr", "lr_actor", "lr_critic") if name in type(spec).model_fields
-    }
+    names = ("lr", "lr_actor", "lr_critic")
+    selection = {name: rates for name in names if name in type(spec).model_fields}
     evolution = make_evolution(spec, 2, 1, selection=selection, rl_hp_mut=1.0)
-    if resume is not None:
-        evolution.tournament.load_state_dict(resume.pop("tournament"))
-        evolution.mutation.load_state_dict(resume.pop("mutation"))
-    if agents is None:
-        torch.manual_seed(0)
-        agents = [cls(spec, env.observation_spaces, env.action_spaces, index=i) for i in range(2)]
-    kwargs: dict[str, Any] = dict(
-        max_steps=max_steps,
-        evo_steps=50,
-        eval_env=eval_env,
-        seed=7,
-        evolution=evolution,
-        resume=resume,
-        on_generation=hook and (lambda result: hook(result, evolution)),
-    )
+    run = run_context(path, 7, resume=resume, agents=agents)
+    if resume:
+        evolution.tournament.load_state_dict(run.resume_state.operators["tournament"])
+        evolution.mutation.load_state_dict(run.resume_state.operators["mutation"])
+    run.operators_provider = lambda: {
+        "tournament": evolution.tournament.state_dict(),
+        "mutation": evolution.mutation.state_dict(),
+    }
     train = train_multi_agent_on_policy if cls is IPPO else train_multi_agent_off_policy
-    extra = {} if cls is IPPO else {"learning_delay": 20}
-    result = train(agents, env, **kwargs, **extra)
+    extra = {} if cls is IPPO else {"learning_delay": 20, "save_memory": True}
+    result = train(
+        agents, env, max_steps=150, evo_steps=50, eval_env=eval_env, run=run,
+        tournament=evolution.tournament, mutation=evolution.mutation, **extra,
+    )  # fmt: skip
     env.close()
     eval_env.close()
     return result
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_resumed_loop_equals_the_uninterrupted_loop(name: str) -> None:
-    whole = _train(name, 150)
-    saved: dict[str, Any] = {}
+def _stop_after(calls: int) -> Any:
+    """A ``PopulationLoop.interrupted`` that raises the stop flag at its ``calls``-th call."""
+    seen = [0]
+    original = PopulationLoop.interrupted
 
-    def checkpoint(result, evolution) -> None:
-        saved["agents"] = [copy.deepcopy(a.state_dict()) for a in result.population]
-        saved["rng"] = rng_state()
-        saved["resume"] = {
-            **copy.deepcopy(result.loop_state),
-            "tournament": evolution.tournament.state_dict(),
-            "mutation": evolution.mutation.state_dict(),
-            "memory": copy.deepcopy(result.memory.state_dict()) if result.memory else None,
-        }
+    def interrupted(self: PopulationLoop) -> bool:
+        seen[0] += 1
+        if seen[0] >= calls and self.run.stop_requested is None:
+            self.run.stop_requested = "SIGTERM"
+        return original(self)
 
-    _train(name, 100, hook=checkpoint)
-    assert saved["resume"]["generation"] == 2 and saved["resume"]["env_steps"] == 200
-    cls, spec = CASES[name]
-    env = make_vector_env("mpe2.simple_speaker_listener_v4", {"continuous_actions": cls is MATD3})
-    torch.manual_seed(123)  # fresh agents are overwritten by the checkpoint
-    agents = [cls(spec, env.observation_spaces, env.action_spaces, index=i) for i in range(2)]
-    env.close()
-    for agent, state in zip(agents, saved["agents"], strict=True):
-        agent.load_state_dict(state)
-    set_rng_state(saved["rng"])
-    resumed = _train(name, 150, resume=saved["resume"], agents=agents)
-    assert resumed.env_steps == whole.env_steps == 300
-    assert [r["fitness"] for r in resumed.history] == [r["fitness"] for r in whole.history[2:]]
-    assert [r["mutations"] for r in resumed.history] == [r["mutations"] for r in whole.history[2:]]
+    return interrupted
+
+
+@pytest.mark.parametrize(("name", "calls"), [("matd3_ou_noise", 60), ("ippo", 3)])
+def test_a_stopped_loop_resumes_as_the_uninterrupted_loop(
+    name: str, calls: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = _train(name, tmp_path / "whole")
+    with monkeypatch.context() as patch:
+        patch.setattr(PopulationLoop, "interrupted", _stop_after(calls))
+        stopped = _train(name, tmp_path / "parts")
+    assert stopped.status == "interrupted" and 0 < stopped.total_steps < whole.total_steps
+    resumed = _train(name, tmp_path / "parts", resume=True)
+    assert resumed.status == whole.status == "completed"
+    assert resumed.total_steps == whole.total_steps == 300
+
+    def rows(run: str, name: str) -> list[dict[str, str]]:
+        out = table(tmp_path / run, name)
+        for row in out:
+            row.pop("wall_seconds", None)
+        return out
+
+    assert rows("parts", "metrics.csv") == rows("whole", "metrics.csv")
+    assert rows("parts", "hpo.csv") == rows("whole", "hpo.csv")
     for a, b in zip(whole.population, resumed.population, strict=True):
         assert a.index == b.index and a.steps == b.steps and a.scores == b.scores
         assert a.spec == b.spec

@@ -49,12 +49,12 @@ EXPECTED = {
     "SFT": LLMDatasetStrategy,
 }
 LOOPS = {
-    SingleAgentOnPolicyStrategy: "train_on_policy",
-    SingleAgentOffPolicyStrategy: "train_off_policy",
+    SingleAgentOnPolicyStrategy: "train_on_policy_population",
+    SingleAgentOffPolicyStrategy: "train_off_policy_population",
     OfflineStrategy: "train_offline",
     BanditStrategy: "train_bandits",
-    MultiAgentOnPolicyStrategy: "run_multi_agent_on_policy",
-    MultiAgentOffPolicyStrategy: "run_multi_agent_off_policy",
+    MultiAgentOnPolicyStrategy: "train_multi_agent_on_policy",
+    MultiAgentOffPolicyStrategy: "train_multi_agent_off_policy",
     LLMRolloutStrategy: "train_llm_rollout",
     LLMDatasetStrategy: "train_llm_dataset",
 }
@@ -69,9 +69,10 @@ def test_every_registered_spec_has_its_strategy_and_loop(name: str) -> None:
 
 
 def test_on_policy_loop_resolves_to_a_function() -> None:
-    from agilerl.training.train_on_policy import train_on_policy
+    from agilerl.training.population_loops import train_on_policy_population
 
-    assert select_strategy(PPOSpec()).get_training_loop(PPOSpec()) is train_on_policy
+    loop = select_strategy(PPOSpec()).get_training_loop(PPOSpec())
+    assert loop is train_on_policy_population
 
 
 def test_flag_override_in_a_subclass_moves_strategy() -> None:

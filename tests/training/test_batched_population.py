@@ -15,8 +15,8 @@ from agilerl.arena.models.env import GymEnvSpec
 from agilerl.arena.models.training import ReplayBufferSpec
 from agilerl.envs.gym import make_vector_env
 from agilerl.models.training import init_buffer
+from agilerl.training.population_loops import train_off_policy_population
 from agilerl.training.run_context import RunContext
-from agilerl.training.train_off_policy import train_off_policy
 from tests.training.batched_helpers import assert_same_runs, rows, train_manifest
 
 NET = {
@@ -57,7 +57,7 @@ def _run(batched: bool, num_envs: int = 2) -> list[DQN]:
         )
         for i in range(len(population))
     ]
-    result = train_off_policy(
+    result = train_off_policy_population(
         population,
         env,
         memory=memories,
@@ -178,7 +178,7 @@ def test_batched_population_with_a_shared_memory_fills_it_together() -> None:
         ReplayBufferSpec(max_size=5000), population[0].spec, "cpu", seed=1,
         observation_space=probe[0], action_space=probe[1],
     )  # fmt: skip
-    result = train_off_policy(
+    result = train_off_policy_population(
         population, env, memory=memory, max_steps=400, evo_steps=400, eval_loop=1,
         eval_steps=100, learning_delay=100, env_factory=factory, batched_population=True,
     )  # fmt: skip

@@ -12,8 +12,8 @@ from agilerl.algorithms.ppo import PPO
 from agilerl.arena.models.algorithms.ppo import PPOSpec
 from agilerl.arena.models.env import GymEnvSpec
 from agilerl.envs.gym import make_vector_env
+from agilerl.training.population_loops import train_on_policy_population
 from agilerl.training.run_context import RunContext
-from agilerl.training.train_on_policy import train_on_policy
 from tests.training.batched_helpers import assert_same_runs, rows, train_manifest
 
 NET = {
@@ -59,7 +59,7 @@ def _run(batched: bool, num_envs: int = 2, env_name: str = "CartPole-v1") -> lis
 
     env = factory(seed=0)
     population = _population((env.single_observation_space, env.single_action_space), num_envs)
-    result = train_on_policy(
+    result = train_on_policy_population(
         population,
         env,
         max_steps=384,

@@ -16,7 +16,7 @@ import torch
 
 from agilerl.arena.models import TrainingManifest
 from agilerl.trainer import LocalTrainer
-from agilerl.training import multi_agent_runs
+from agilerl.training.population_loop import PopulationLoop
 
 SMALL_NET = {
     "latent_dim": 16,
@@ -95,8 +95,8 @@ def test_run_directory_has_the_single_agent_columns_and_the_lineage(tmp_path: Pa
     assert all(float(r["critic_loss"]) >= 0 and int(r["eval_episodes"]) == 2 for r in rows)
     assert [int(r["agent_steps"]) for r in rows[:2]] == [50, 50]
     lineage = list(csv.DictReader((run / "hpo.csv").open()))
-    # one row per member per generation (each evolves, so a resumed run continues exactly)
-    assert len(lineage) == 8 and {r["generation"] for r in lineage} == {"0", "1", "2", "3"}
+    # one row per member per generation but the last (the run is then complete)
+    assert len(lineage) == 6 and {r["generation"] for r in lineage} == {"1", "2", "3"}
     members = {int(r["index"]) for r in lineage}
     assert {int(r["agent"]) for r in rows} <= members | {0, 1}
 
@@ -118,20 +118,41 @@ def _assert_same_run(whole: Path, parts: Path) -> None:
     assert summary["status"] == "completed" and summary["total_steps"] == 400
 
 
+def _stopping_at(calls: int) -> Any:
+    """A ``PopulationLoop.interrupted`` that raises the stop flag at its ``calls``-th call
+    (what SIGTERM does, at a chosen point)."""
+    seen = [0]
+    original = PopulationLoop.interrupted
+
+    def interrupted(self: PopulationLoop) -> bool:
+        seen[0] += 1
+        if seen[0] >= calls and self.run.stop_requested is None:
+            self.run.stop_requested = "SIGTERM"
+        return original(self)
+
+    return interrupted
+
+
 @pytest.mark.slow
-def test_matd3_run_resumed_from_a_checkpoint_equals_the_uninterrupted_run(tmp_path: Path) -> None:
+def test_matd3_run_stopped_mid_generation_resumes_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replay buffer stored in the checkpoint, the learning credits and the operators
+    come back: the resumed run equals the one never stopped."""
     torch.set_num_threads(1)
     algorithm = {"name": "MATD3", "batch_size": 16, "learn_step": 4, "expl_noise": 0.2}
     manifest = _manifest(algorithm, continuous=True, learning_delay=30)
     whole = tmp_path / "whole"
     _train(manifest, whole)
     parts = tmp_path / "parts"
-    first = _train(_manifest(algorithm, continuous=True, learning_delay=30, max_steps=100), parts)
-    assert first["status"] == "completed" and first["total_steps"] == 200
+    with monkeypatch.context() as patch:  # 25 vector steps a member a generation: gen 3
+        patch.setattr(PopulationLoop, "interrupted", _stopping_at(110))
+        stopped = _train(manifest, parts)
+    assert stopped["status"] == "interrupted" and stopped["total_steps"] == 200
     latest = parts / "checkpoints" / (parts / "checkpoints" / "latest").read_text().strip()
     memory = torch.load(latest / "memory.pt", weights_only=True)["memories"][0]
     assert memory["size"] == 200
-    _train(manifest, parts, resume=True)  # max_steps may grow on resume
+    _train(manifest, parts, resume=True)
     _assert_same_run(whole, parts)
 
 
@@ -144,19 +165,9 @@ def test_ippo_run_stopped_mid_generation_resumes_exactly(
     manifest = _manifest(algorithm, continuous=False)
     whole = tmp_path / "whole"
     _train(manifest, whole)
-
-    def stop_at_rollout(run: Any, state: Any, at: int = 7) -> Any:
-        calls = [0]
-
-        def check() -> str | None:  # 2 members x 1 rollout + 1 a generation: call 7 is in gen 3
-            calls[0] += 1
-            return "interrupted" if calls[0] >= at else None
-
-        return check
-
     parts = tmp_path / "parts"
-    with monkeypatch.context() as patch:
-        patch.setattr(multi_agent_runs, "_should_stop", stop_at_rollout)
+    with monkeypatch.context() as patch:  # one rollout a member a generation: call 5 is gen 3
+        patch.setattr(PopulationLoop, "interrupted", _stopping_at(5))
         stopped = _train(manifest, parts)
     assert stopped["status"] == "interrupted" and stopped["total_steps"] == 200
     assert len(_metrics(parts)) == 4  # the partial third generation was dropped

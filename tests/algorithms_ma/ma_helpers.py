@@ -1,0 +1,49 @@
+"""Multi-agent loops run as the trainer runs them: a run directory, checkpoints, a resume."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from agilerl.logging.run_dir import RunDirectory
+from agilerl.training.checkpointing import CheckpointManager, set_rng_state
+from agilerl.training.results import LoopResult
+from agilerl.training.run_context import RunContext
+
+
+def run_context(path: Path, seed: int, *, resume: bool = False, agents: list | None = None):
+    """A run context writing ``path``; with ``resume`` its latest checkpoint is loaded
+    into ``agents`` (weights, counters) and the RNG states, as the trainer does."""
+    checkpoints = CheckpointManager(path / "checkpoints")
+    context = RunContext(run_dir=RunDirectory(path), checkpoints=checkpoints, seed=seed)
+    if resume:
+        states, loop_state, _ = checkpoints.load_latest()
+        for agent, state in zip(agents or [], states, strict=True):
+            agent.load_state_dict(state)
+        if loop_state.rng is not None:
+            set_rng_state(loop_state.rng)
+        context.resume_state = loop_state
+    return context
+
+
+def table(path: Path, name: str = "metrics.csv") -> list[dict[str, str]]:
+    """The rows of a run directory's CSV file (``metrics.csv``, ``hpo.csv``)."""
+    with (path / name).open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def generations(path: Path) -> list[list[dict[str, str]]]:
+    """``metrics.csv`` grouped by generation, members in population order."""
+    rows = table(path)
+    out: dict[str, list[dict[str, str]]] = {}
+    for row in rows:
+        out.setdefault(row["generation"], []).append(row)
+    return list(out.values())
+
+
+def fitness(result: LoopResult) -> list[float]:
+    """Each member's last fitness."""
+    return list(result.fitnesses)
+
+
+__all__ = ["fitness", "generations", "run_context", "table"]
