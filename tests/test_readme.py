@@ -201,7 +201,7 @@ CASES: dict[str, Case] = {
     "python train.py -m hydra/sweeper=optuna algorithm=dqn env=cartpole "
     "hydra.sweeper.n_trials=8 training.max_steps=20000": Case(
         budget={**SMALL_SWEEP, "hydra.sweeper.n_trials": "2"},
-        expect=["search space (DQN's default)", "algorithm.lr: float 0.0001..0.01 (log)"],
+        expect=["search space (DQN's default)", "algorithm.lr: float 6.25e-05..0.01 (log)"],
         files=["multirun"],
         marks=SLOW,
     ),

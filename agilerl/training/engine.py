@@ -20,14 +20,24 @@ from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.results import LoopResult
 from agilerl.training.run_context import RunContext
 
-__all__ = ["MemberTrainer", "run_population"]
+__all__ = ["EnvMembers", "MemberTrainer", "Members", "run_population"]
 
 STATE_KEY = "member_trainer"
 """Key of the paradigm's own state in ``ResumeState.extra``."""
 
 
 class MemberTrainer(Protocol):
-    """What a paradigm supplies to :func:`run_population`."""
+    """What a paradigm supplies to :func:`run_population`.
+
+    Attributes:
+        drops_partial_generation: On a stop signal mid-generation, drop the
+            partial generation when its start is checkpointed (a resumed run
+            repeats it exactly: paradigms whose members start every generation
+            from seeded env resets). ``False`` keeps and checkpoints it (state
+            carried across generations, e.g. live observations, would not repeat).
+    """
+
+    drops_partial_generation: bool
 
     def can_train(self, agent: Any) -> bool:
         """Whether ``agent`` has budget left (e.g. a whole rollout still fits ``max_steps``)."""
@@ -57,6 +67,44 @@ class MemberTrainer(Protocol):
     def close(self) -> None:
         """Release envs the trainer made."""
         ...
+
+
+class Members:
+    """Defaults a :class:`MemberTrainer` may inherit: no budget rule beyond ``max_steps``,
+    no state of its own, nothing to close; a partial generation is dropped on a stop."""
+
+    drops_partial_generation = True
+
+    def can_train(self, agent: Any) -> bool:
+        """Every member trains until ``max_steps`` (the engine's own rule)."""
+        return True
+
+    def state_dict(self) -> dict[str, Any]:
+        """No state of its own."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Nothing to restore."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class EnvMembers(Members):
+    """Members trained in :class:`~agilerl.training.evaluation.PopulationEnvs`: one
+    training env per slot, greedy evaluation on the shared evaluation env."""
+
+    def __init__(self, envs: Any) -> None:
+        self.envs = envs
+
+    def evaluate(self, population: list[Any], generation: int) -> list[tuple[float, dict]]:
+        """Each member's greedy mean return with the episodes' spread and count."""
+        fitness = self.envs.evaluate(population, generation)
+        return list(zip(fitness, self.envs.last_stats, strict=True))
+
+    def close(self) -> None:
+        """Close the envs made for the other slots and the evaluation."""
+        self.envs.close()
 
 
 def run_population(
@@ -111,11 +159,12 @@ def run_population(
                 until = loop.next_evaluation(agent)
                 metrics.append(trainer.train(slot, agent, until, loop))
                 partial |= agent.steps < until and trainer.can_train(agent)
-            if partial and loop.abandon_generation():
+            drops = getattr(trainer, "drops_partial_generation", True)
+            if partial and drops and loop.abandon_generation():
                 break
             scored = trainer.evaluate(loop.population, loop.generation)
             fitness = [score for score, _ in scored]
-            details = [{**extra, **m} for (_, extra), m in zip(scored, metrics, strict=True)]
+            details = [{**m, **extra} for (_, extra), m in zip(scored, metrics, strict=True)]
             run.extra_state[STATE_KEY] = trainer.state_dict()  # what this checkpoint carries
             loop.end_generation(fitness, details)
             if tournament is not None and mutation is not None and loop.should_evolve():

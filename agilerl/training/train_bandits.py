@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from agilerl.training.engine import Members, run_population
 from agilerl.training.population_loop import PopulationLoop
-from agilerl.training.results import LoopResult
+from agilerl.training.results import LoopResult, mean_metrics
 from agilerl.training.run_context import RunContext
 
 REWARD_WINDOW = 50
@@ -86,83 +87,107 @@ def train_bandits(
     evaluation = eval_env if eval_env is not None else env.copy(seed=run.seed + 99_991)
     shared = not isinstance(memory, list)
     memories = [memory] if shared else list(memory)
-    loop = PopulationLoop(
-        population,
-        run,
-        max_steps=max_steps,
-        evo_steps=evo_steps,
-        target=target,
-        checkpoint_every=checkpoint,
-        label=f"{algo} {env_name}".strip(),
-    )
     resumed = run.resume_state
-    state = resumed.extra if resumed is not None else {}
-    regret: list[float] = [float(r) for r in state.get("regret", [0.0] * len(population))]
-    curves: list[list[float]] = [
-        list(c) for c in state.get("regret_curves", [[]] * len(population))
-    ]
-    rewards: list[list[float]] = [
-        list(c) for c in state.get("reward_curves", [[]] * len(population))
-    ]
     if resumed is not None and resumed.memory is not None:
         for mem, mem_state in zip(memories, resumed.memory, strict=True):
             mem.load_state_dict(mem_state)
     if save_memory:
         run.memory_provider = lambda: [m.state_dict() for m in memories]
-    contexts = [e.reset(seed=run.seed + 7919 * loop.generation + i) for i, e in enumerate(envs)]
-    rows = eval_steps or episode_steps
-    try:
-        while not loop.finished():
-            details = []
-            for slot, agent in enumerate(loop.population):
-                mem = memories[0 if shared else slot]
-                next_eval = loop.next_evaluation(agent)
-                stats: list[dict[str, float]] = []
-                start_regret, start_steps = regret[slot], agent.steps
-                while agent.steps < next_eval and not loop.interrupted():
-                    ctx = contexts[slot]
-                    arm = agent.get_action(ctx)
-                    contexts[slot], reward = envs[slot].step(arm)
-                    chosen = ctx[arm][None]
-                    mem.add(
-                        chosen,
-                        np.array([arm]),
-                        np.array([reward]),
-                        chosen,
-                        np.array([True]),
-                        is_vectorised=True,
-                    )
-                    regret[slot] += 1.0 - reward
-                    curves[slot].append(regret[slot])
-                    rewards[slot].append(reward)
-                    agent.steps += 1
-                    loop.advance(1)
-                    if agent.steps % agent.learn_step == 0 and len(mem) >= agent.batch_size:
-                        stats.append(agent.learn(mem.sample(agent.batch_size)))
-                pulls = agent.steps - start_steps
-                details.append(
-                    {
-                        **_mean(stats),
-                        "cumulative_regret": regret[slot],
-                        "regret_per_step": (regret[slot] - start_regret) / pulls
-                        if pulls
-                        else math.nan,
-                    }
-                )
-            run.extra_state.update(regret=list(regret), regret_curves=curves, reward_curves=rewards)
-            seed = run.seed + 31 * loop.generation
-            fitness = [
-                agent.test(evaluation, max_steps=rows, loop=eval_loop, seed=seed)
-                for agent in loop.population
-            ]
-            loop.end_generation(fitness, details)
-            if tournament is not None and mutation is not None and loop.should_evolve():
-                loop.evolve(tournament, mutation)
-            loop.after_generation()
-    finally:
-        if run.run_dir is not None:
-            plot_regret(run.run_dir.plots_dir, curves, rewards, f"{algo} {env_name}".strip())
-    return loop.finish()
+    generation = resumed.generation if resumed is not None else 0
+    contexts = [e.reset(seed=run.seed + 7919 * generation + i) for i, e in enumerate(envs)]
+    members = BanditMembers(
+        envs, contexts, memories, evaluation, run.seed, eval_steps or episode_steps, eval_loop,
+        plots=run.run_dir.plots_dir if run.run_dir is not None else None,
+        title=f"{algo} {env_name}".strip(),
+    )  # fmt: skip
+    return run_population(
+        population, members, run, max_steps=max_steps, evo_steps=evo_steps, target=target,
+        checkpoint=checkpoint, tournament=tournament, mutation=mutation,
+        label=f"{algo} {env_name}".strip(),
+    )  # fmt: skip
+
+
+class BanditMembers(Members):
+    """The contextual-bandit paradigm for :func:`~agilerl.training.engine.run_population`.
+
+    A member's steps are pulls in its own copy of the bandit (contexts carry
+    over between generations, so a stop keeps the partial generation); its
+    checkpointed state is every slot's cumulative regret and the regret and
+    reward curves ``plots/regret.png`` draws at the end.
+    """
+
+    drops_partial_generation = False
+
+    def __init__(
+        self,
+        envs: list[Any],
+        contexts: list[Any],
+        memories: list[Any],
+        evaluation: Any,
+        seed: int,
+        rows: int,
+        repeats: int,
+        *,
+        plots: Path | None,
+        title: str,
+    ) -> None:
+        self.envs, self.contexts, self.memories = envs, contexts, memories
+        self.evaluation, self.seed, self.rows, self.repeats = evaluation, seed, rows, repeats
+        self.plots, self.title = plots, title
+        size = len(envs)
+        self.regret = [0.0] * size
+        self.curves: list[list[float]] = [[] for _ in range(size)]
+        self.rewards: list[list[float]] = [[] for _ in range(size)]
+
+    def train(self, slot: int, agent: Any, until: int, loop: PopulationLoop) -> dict[str, Any]:
+        mem = self.memories[0 if len(self.memories) == 1 else slot]
+        stats: list[dict[str, float]] = []
+        start_regret, start_steps = self.regret[slot], agent.steps
+        while agent.steps < until and not loop.interrupted():
+            ctx = self.contexts[slot]
+            arm = agent.get_action(ctx)
+            self.contexts[slot], reward = self.envs[slot].step(arm)
+            chosen = ctx[arm][None]
+            mem.add(
+                chosen, np.array([arm]), np.array([reward]), chosen, np.array([True]),
+                is_vectorised=True,
+            )  # fmt: skip
+            self.regret[slot] += 1.0 - reward
+            self.curves[slot].append(self.regret[slot])
+            self.rewards[slot].append(reward)
+            agent.steps += 1
+            loop.advance(1)
+            if agent.steps % agent.learn_step == 0 and len(mem) >= agent.batch_size:
+                stats.append(agent.learn(mem.sample(agent.batch_size)))
+        pulls = agent.steps - start_steps
+        return {
+            **mean_metrics(stats),
+            "cumulative_regret": self.regret[slot],
+            "regret_per_step": (self.regret[slot] - start_regret) / pulls if pulls else math.nan,
+        }
+
+    def evaluate(self, population: list[Any], generation: int) -> list[tuple[float, dict]]:
+        seed = self.seed + 31 * generation
+        return [
+            (agent.test(self.evaluation, max_steps=self.rows, loop=self.repeats, seed=seed), {})
+            for agent in population
+        ]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "regret": list(self.regret),
+            "regret_curves": [list(c) for c in self.curves],
+            "reward_curves": [list(c) for c in self.rewards],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.regret = [float(r) for r in state.get("regret", self.regret)]
+        self.curves = [list(c) for c in state.get("regret_curves", self.curves)]
+        self.rewards = [list(c) for c in state.get("reward_curves", self.rewards)]
+
+    def close(self) -> None:
+        if self.plots is not None:
+            plot_regret(self.plots, self.curves, self.rewards, self.title)
 
 
 def plot_regret(
@@ -195,9 +220,3 @@ def plot_regret(
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
-
-
-def _mean(stats: list[dict[str, float]]) -> dict[str, float]:
-    if not stats:
-        return {}
-    return {k: float(np.mean([s[k] for s in stats])) for k in stats[0]}

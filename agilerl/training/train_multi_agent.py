@@ -29,7 +29,7 @@ from agilerl.algorithms.core.multi_agent import MultiAgentAlgorithm
 from agilerl.algorithms.ippo import IPPO
 from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
 from agilerl.envs.pettingzoo import PettingZooVectorEnv
-from agilerl.training.engine import run_population
+from agilerl.training.engine import Members, run_population
 from agilerl.training.evaluation import episode_stats
 from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.results import LoopResult
@@ -261,7 +261,7 @@ def _finite_mean(rows: list[Mapping[str, float]]) -> dict[str, float]:
     return {name: float(np.mean(values)) for name, values in table.items()}
 
 
-class _Members:
+class _Members(Members):
     """What both multi-agent paradigms share: envs, evaluation, training returns."""
 
     def __init__(
@@ -320,12 +320,6 @@ class _Members:
             raise FloatingPointError("non-finite training return")
         agent.scores.extend(totals)
         return float(np.mean(totals)) if totals else math.nan
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        del state
 
     def close(self) -> None:
         for env in self._owned:

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from agilerl.training.engine import EnvMembers, run_population
 from agilerl.training.evaluation import PopulationEnvs
 from agilerl.training.off_policy_memory import Memory
 from agilerl.training.population_loop import PopulationLoop
@@ -99,85 +100,95 @@ def train_off_policy(
             Memory(m, n) for m, n in zip(memory, n_step_memory or [None] * len(memory), strict=True)
         ]
     )
-    loop = PopulationLoop(
-        population,
-        run,
-        max_steps=max_steps,
-        evo_steps=evo_steps,
-        target=target,
-        checkpoint_every=checkpoint,
-        label=f"{algo} {env_name}".strip(),
-    )
     state = run.resume_state
-    epsilons = list(loop.epsilons or [eps_start] * len(population))
     if state is not None and state.memory is not None:
         for mem, mem_state in zip(memories, state.memory, strict=True):
             mem.load_state_dict(mem_state)
     if save_memory:
         run.memory_provider = lambda: [m.state_dict() for m in memories]
-    observations = [
-        e.reset(seed=run.seed + 7919 * loop.generation + i)[0] for i, e in enumerate(envs.train)
-    ]
-    trackers = [EpisodeTracker(e.num_envs) for e in envs.train]
-    learn_credit = [0.0] * len(population)
-    try:
-        while not loop.finished():
-            details = []
-            for slot, agent in enumerate(loop.population):
-                mem = memories[0 if shared else slot]
-                e = envs.train[slot]
-                num_envs = e.num_envs
-                next_eval = loop.next_evaluation(agent)
-                stats: list[dict[str, float]] = []
-                beta0 = getattr(agent, "beta", None)
-                while agent.steps < next_eval and not loop.interrupted():
-                    obs = observations[slot]
-                    action = agent.get_action(obs, epsilon=epsilons[slot])
-                    next_obs, reward, terminated, truncated, info = e.step(action)
-                    ended = terminated | truncated
-                    mem.add(
-                        obs,
-                        action,
-                        reward,
-                        real_next_obs(next_obs, info, ended),
-                        terminated,
-                        truncated,
-                    )
-                    trackers[slot].step(reward, ended)
-                    if ended.any() and hasattr(agent, "reset_noise"):
-                        agent.reset_noise(np.flatnonzero(ended))
-                    observations[slot] = next_obs
-                    agent.steps += num_envs
-                    loop.advance(num_envs)
-                    epsilons[slot] = max(eps_end, epsilons[slot] * eps_decay)
-                    if agent.steps < learning_delay or len(mem) < agent.batch_size:
-                        continue
-                    learn_credit[slot] += num_envs / agent.learn_step
-                    while learn_credit[slot] >= 1.0:
-                        learn_credit[slot] -= 1.0
-                        beta = _annealed_beta(beta0, agent.steps, max_steps)
-                        stats.append(mem.learn(agent, agent.batch_size, beta))
-                finished = trackers[slot].pop()
-                agent.scores.extend(finished)
-                details.append(
-                    {
-                        **mean_metrics(stats),
-                        "train_return": float(np.mean(finished)) if finished else math.nan,
-                        "epsilon": epsilons[slot]
-                        if getattr(agent, "uses_epsilon", False)
-                        else math.nan,
-                        "memory_size": len(mem),
-                    }
-                )
-            loop.epsilons = list(epsilons)
-            fitness = envs.evaluate(loop.population, loop.generation)
-            loop.end_generation(fitness, envs.with_eval_stats(details))
-            if tournament is not None and mutation is not None and loop.should_evolve():
-                loop.evolve(tournament, mutation)
-            loop.after_generation()
-    finally:
-        envs.close()
-    return loop.finish()
+    members = OffPolicyMembers(
+        envs, memories, run, max_steps=max_steps, learning_delay=learning_delay,
+        eps_start=eps_start, eps_end=eps_end, eps_decay=eps_decay,
+    )  # fmt: skip
+    return run_population(
+        population, members, run, max_steps=max_steps, evo_steps=evo_steps, target=target,
+        checkpoint=checkpoint, tournament=tournament, mutation=mutation,
+        label=f"{algo} {env_name}".strip(),
+    )  # fmt: skip
+
+
+class OffPolicyMembers(EnvMembers):
+    """The off-policy paradigm for :func:`~agilerl.training.engine.run_population`.
+
+    Observations carry over between generations (the envs are reset once, at
+    the start of the run), so a stop keeps the partial generation. Epsilons
+    are the loop's (checkpointed with it).
+    """
+
+    drops_partial_generation = False
+
+    def __init__(
+        self,
+        envs: PopulationEnvs,
+        memories: list[Memory],
+        run: RunContext,
+        *,
+        max_steps: int,
+        learning_delay: int,
+        eps_start: float,
+        eps_end: float,
+        eps_decay: float,
+    ) -> None:
+        super().__init__(envs)
+        self.memories, self.max_steps = memories, max_steps
+        self.learning_delay = learning_delay
+        self.eps_start, self.eps_end, self.eps_decay = eps_start, eps_end, eps_decay
+        generation = run.resume_state.generation if run.resume_state is not None else 0
+        self.observations = [
+            e.reset(seed=run.seed + 7919 * generation + i)[0] for i, e in enumerate(envs.train)
+        ]
+        self.trackers = [EpisodeTracker(e.num_envs) for e in envs.train]
+        self.learn_credit = [0.0] * len(envs.train)
+
+    def train(self, slot: int, agent: Any, until: int, loop: PopulationLoop) -> dict[str, Any]:
+        if loop.epsilons is None:
+            loop.epsilons = [self.eps_start] * len(loop.population)
+        epsilons = loop.epsilons
+        mem = self.memories[0 if len(self.memories) == 1 else slot]
+        e = self.envs.train[slot]
+        num_envs = e.num_envs
+        stats: list[dict[str, float]] = []
+        beta0 = getattr(agent, "beta", None)
+        while agent.steps < until and not loop.interrupted():
+            obs = self.observations[slot]
+            action = agent.get_action(obs, epsilon=epsilons[slot])
+            next_obs, reward, terminated, truncated, info = e.step(action)
+            ended = terminated | truncated
+            mem.add(
+                obs, action, reward, real_next_obs(next_obs, info, ended), terminated, truncated
+            )
+            self.trackers[slot].step(reward, ended)
+            if ended.any() and hasattr(agent, "reset_noise"):
+                agent.reset_noise(np.flatnonzero(ended))
+            self.observations[slot] = next_obs
+            agent.steps += num_envs
+            loop.advance(num_envs)
+            epsilons[slot] = max(self.eps_end, epsilons[slot] * self.eps_decay)
+            if agent.steps < self.learning_delay or len(mem) < agent.batch_size:
+                continue
+            self.learn_credit[slot] += num_envs / agent.learn_step
+            while self.learn_credit[slot] >= 1.0:
+                self.learn_credit[slot] -= 1.0
+                beta = _annealed_beta(beta0, agent.steps, self.max_steps)
+                stats.append(mem.learn(agent, agent.batch_size, beta))
+        finished = self.trackers[slot].pop()
+        agent.scores.extend(finished)
+        return {
+            **mean_metrics(stats),
+            "train_return": float(np.mean(finished)) if finished else math.nan,
+            "epsilon": epsilons[slot] if getattr(agent, "uses_epsilon", False) else math.nan,
+            "memory_size": len(mem),
+        }
 
 
 def _annealed_beta(beta0: float | None, steps: int, max_steps: int) -> float | None:

@@ -14,13 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 from agilerl.arena.models.errors import ConfigError
 from agilerl.envs.offline import OfflineDataset, check_dataset, load_offline_dataset
+from agilerl.training.engine import Members, run_population
 from agilerl.training.evaluation import eval_layout
 from agilerl.training.population_loop import PopulationLoop
-from agilerl.training.results import LoopResult
+from agilerl.training.results import LoopResult, mean_metrics
 from agilerl.training.run_context import RunContext
 
 
@@ -119,43 +119,58 @@ def train_offline(
     for mem in memories:
         if len(mem) == 0:
             dataset.fill(mem)
-    loop = PopulationLoop(
-        population,
-        run,
-        max_steps=max_steps,
-        evo_steps=evo_steps,
-        target=target,
-        checkpoint_every=checkpoint,
+    members = OfflineMembers(memories, evaluation, owned, run.seed, eval_steps, episodes)
+    return run_population(
+        population, members, run, max_steps=max_steps, evo_steps=evo_steps, target=target,
+        checkpoint=checkpoint, tournament=tournament, mutation=mutation,
         label=f"{algo} {env_name}".strip(),
-    )
-    try:
-        while not loop.finished():
-            details = []
-            for slot, agent in enumerate(loop.population):
-                mem = memories[0 if len(memories) == 1 else slot]
-                next_eval = loop.next_evaluation(agent)
-                stats: list[dict[str, float]] = []
-                while agent.steps < next_eval and not loop.interrupted():
-                    stats.append(agent.learn(mem.sample(agent.batch_size)))
-                    agent.steps += 1
-                    loop.advance(1)
-                details.append({**_mean(stats), "dataset_size": len(mem)})
-            seed = run.seed + 31 * loop.generation
-            fitness = [
-                agent.test(evaluation, max_steps=eval_steps, loop=episodes, greedy=True, seed=seed)
-                for agent in loop.population
-            ]
-            loop.end_generation(fitness, details)
-            if tournament is not None and mutation is not None and loop.should_evolve():
-                loop.evolve(tournament, mutation)
-            loop.after_generation()
-    finally:
-        if owned:
-            evaluation.close()
-    return loop.finish()
+    )  # fmt: skip
 
 
-def _mean(stats: list[dict[str, float]]) -> dict[str, float]:
-    if not stats:
-        return {}
-    return {k: float(np.mean([s[k] for s in stats])) for k in stats[0]}
+class OfflineMembers(Members):
+    """The offline paradigm for :func:`~agilerl.training.engine.run_population`.
+
+    A member's steps are gradient steps on batches sampled from the dataset's
+    memory; evaluation plays greedy episodes in the live env. A stop keeps the
+    partial generation (the memory is the dataset, read again on resume).
+    """
+
+    drops_partial_generation = False
+
+    def __init__(
+        self,
+        memories: list[Any],
+        evaluation: Any,
+        owned: bool,
+        seed: int,
+        eval_steps: int | None,
+        episodes: int,
+    ) -> None:
+        self.memories, self.evaluation, self.owned = memories, evaluation, owned
+        self.seed, self.eval_steps, self.episodes = seed, eval_steps, episodes
+
+    def train(self, slot: int, agent: Any, until: int, loop: PopulationLoop) -> dict[str, Any]:
+        mem = self.memories[0 if len(self.memories) == 1 else slot]
+        stats: list[dict[str, float]] = []
+        while agent.steps < until and not loop.interrupted():
+            stats.append(agent.learn(mem.sample(agent.batch_size)))
+            agent.steps += 1
+            loop.advance(1)
+        return {**mean_metrics(stats), "dataset_size": len(mem)}
+
+    def evaluate(self, population: list[Any], generation: int) -> list[tuple[float, dict]]:
+        seed = self.seed + 31 * generation
+        return [
+            (
+                agent.test(
+                    self.evaluation, max_steps=self.eval_steps, loop=self.episodes, greedy=True,
+                    seed=seed,
+                ),
+                {},
+            )
+            for agent in population
+        ]  # fmt: skip
+
+    def close(self) -> None:
+        if self.owned:
+            self.evaluation.close()

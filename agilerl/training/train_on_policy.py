@@ -8,6 +8,7 @@ import numpy as np
 
 from agilerl.training.collect import collect_rollouts
 from agilerl.training.collect_recurrent import collect_recurrent_rollouts
+from agilerl.training.engine import EnvMembers, run_population
 from agilerl.training.evaluation import PopulationEnvs
 from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.results import LoopResult, mean_metrics
@@ -76,58 +77,46 @@ def train_on_policy(
         eval_loop=eval_loop,
         eval_steps=eval_steps,
     )
-    loop = PopulationLoop(
-        population,
-        run,
-        max_steps=max_steps,
-        evo_steps=evo_steps,
-        target=target,
-        checkpoint_every=checkpoint,
-        label=f"{algo} {env_name}".strip(),
-    )
-    try:
-        while not loop.finished():
-            loop.begin_generation()
-            # Envs restart every generation from seeds of (run seed, generation, slot), so a
-            # run resumed from a generation's checkpoint continues exactly as it would have.
-            buffers = [agent.create_rollout_buffer() for agent in loop.population]
-            observations = [
-                e.reset(seed=run.seed + 7919 * loop.generation + i)[0]
-                for i, e in enumerate(envs.train)
-            ]
-            losses: list[dict[str, float]] = []
-            partial = False  # a stop signal cut the generation short
-            for slot, agent in enumerate(loop.population):
-                next_eval = loop.next_evaluation(agent)
-                recurrent = getattr(agent, "recurrent", False)
-                collect = collect_recurrent_rollouts if recurrent else collect_rollouts
-                agent_losses = []
-                returns: list[float] = []
-                while agent.steps < next_eval and not loop.interrupted():
-                    agent.update_lr_schedule(agent.steps)
-                    before = agent.steps
-                    observations[slot], finished, _ = collect(
-                        agent, envs.train[slot], buffers[slot], observations[slot]
-                    )
-                    agent_losses.append(agent.learn(buffers[slot]))
-                    returns += finished
-                    loop.advance(agent.steps - before)
-                partial |= agent.steps < next_eval
-                agent.scores.extend(returns)
-                losses.append(
-                    mean_metrics(agent_losses)
-                    | {
-                        "train_return": float(np.mean(returns)) if returns else float("nan"),
-                        "lr": float(agent.current_lr(agent.steps)),
-                    }
-                )
-            if partial and loop.abandon_generation():
-                break
-            fitness = envs.evaluate(loop.population, loop.generation)
-            loop.end_generation(fitness, envs.with_eval_stats(losses))
-            if tournament is not None and mutation is not None and loop.should_evolve():
-                loop.evolve(tournament, mutation)
-            loop.after_generation()
-    finally:
-        envs.close()
-    return loop.finish()
+    return run_population(
+        population, OnPolicyMembers(envs, run.seed), run, max_steps=max_steps,
+        evo_steps=evo_steps, target=target, checkpoint=checkpoint, tournament=tournament,
+        mutation=mutation, label=f"{algo} {env_name}".strip(),
+    )  # fmt: skip
+
+
+class OnPolicyMembers(EnvMembers):
+    """The on-policy paradigm for :func:`~agilerl.training.engine.run_population`.
+
+    Each member's turn starts from env resets seeded by (run seed, generation,
+    slot) and a fresh rollout buffer, so a run resumed from a generation's
+    checkpoint continues exactly as it would have.
+
+    Args:
+        envs: The training and evaluation envs.
+        seed: The run seed.
+    """
+
+    def __init__(self, envs: PopulationEnvs, seed: int) -> None:
+        super().__init__(envs)
+        self.seed = seed
+
+    def train(self, slot: int, agent: Any, until: int, loop: PopulationLoop) -> dict[str, Any]:
+        env = self.envs.train[slot]
+        buffer = agent.create_rollout_buffer()
+        obs = env.reset(seed=self.seed + 7919 * loop.generation + slot)[0]
+        collect = (
+            collect_recurrent_rollouts if getattr(agent, "recurrent", False) else collect_rollouts
+        )
+        losses, returns = [], []
+        while agent.steps < until and not loop.interrupted():
+            agent.update_lr_schedule(agent.steps)
+            before = agent.steps
+            obs, finished, _ = collect(agent, env, buffer, obs)
+            losses.append(agent.learn(buffer))
+            returns += finished
+            loop.advance(agent.steps - before)
+        agent.scores.extend(returns)
+        return mean_metrics(losses) | {
+            "train_return": float(np.mean(returns)) if returns else float("nan"),
+            "lr": float(agent.current_lr(agent.steps)),
+        }

@@ -43,7 +43,7 @@ def neural(cls, spec, env, steps: int, seed: int) -> float:
                           action_space=env.action_space, seed=seed)  # fmt: skip
     run = RunContext.ephemeral(seed)
     train_bandits([agent], env, "", "", memory=memory, max_steps=steps, evo_steps=steps, run=run)
-    return run.extra_state["regret"][0]
+    return run.extra_state["member_trainer"]["regret"][0]
 
 
 def main() -> None:

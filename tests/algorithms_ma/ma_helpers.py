@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from typing import Any
 
 from agilerl.logging.run_dir import RunDirectory
 from agilerl.training.checkpointing import CheckpointManager, set_rng_state
@@ -26,6 +27,23 @@ def run_context(path: Path, seed: int, *, resume: bool = False, agents: list | N
     return context
 
 
+def stop_at_call(calls: int) -> Any:
+    """A ``PopulationLoop.interrupted`` that raises the stop flag at its ``calls``-th call
+    (what SIGTERM does, at a point of the test's choosing). Patch it in with monkeypatch."""
+    from agilerl.training.population_loop import PopulationLoop
+
+    seen = [0]
+    original = PopulationLoop.interrupted
+
+    def interrupted(self: PopulationLoop) -> bool:
+        seen[0] += 1
+        if seen[0] >= calls and self.run.stop_requested is None:
+            self.run.stop_requested = "SIGTERM"
+        return original(self)
+
+    return interrupted
+
+
 def table(path: Path, name: str = "metrics.csv") -> list[dict[str, str]]:
     """The rows of a run directory's CSV file (``metrics.csv``, ``hpo.csv``)."""
     with (path / name).open() as handle:
@@ -46,4 +64,4 @@ def fitness(result: LoopResult) -> list[float]:
     return list(result.fitnesses)
 
 
-__all__ = ["fitness", "generations", "run_context", "table"]
+__all__ = ["fitness", "generations", "run_context", "stop_at_call", "table"]

@@ -23,7 +23,7 @@ from agilerl.training.train_multi_agent import (
     train_multi_agent_off_policy,
     train_multi_agent_on_policy,
 )
-from tests.algorithms_ma.ma_helpers import run_context, table
+from tests.algorithms_ma.ma_helpers import run_context, stop_at_call, table
 from tests.hpo.operators import make_evolution
 
 SMALL_NET = {
@@ -78,27 +78,13 @@ def _train(name: str, path: Path, *, resume: bool = False) -> Any:
     return result
 
 
-def _stop_after(calls: int) -> Any:
-    """A ``PopulationLoop.interrupted`` that raises the stop flag at its ``calls``-th call."""
-    seen = [0]
-    original = PopulationLoop.interrupted
-
-    def interrupted(self: PopulationLoop) -> bool:
-        seen[0] += 1
-        if seen[0] >= calls and self.run.stop_requested is None:
-            self.run.stop_requested = "SIGTERM"
-        return original(self)
-
-    return interrupted
-
-
 @pytest.mark.parametrize(("name", "calls"), [("matd3_ou_noise", 60), ("ippo", 3)])
 def test_a_stopped_loop_resumes_as_the_uninterrupted_loop(
     name: str, calls: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     whole = _train(name, tmp_path / "whole")
     with monkeypatch.context() as patch:
-        patch.setattr(PopulationLoop, "interrupted", _stop_after(calls))
+        patch.setattr(PopulationLoop, "interrupted", stop_at_call(calls))
         stopped = _train(name, tmp_path / "parts")
     assert stopped.status == "interrupted" and 0 < stopped.total_steps < whole.total_steps
     resumed = _train(name, tmp_path / "parts", resume=True)

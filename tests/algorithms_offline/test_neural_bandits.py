@@ -128,7 +128,7 @@ def test_train_bandits_writes_regret_metrics_plot_and_resumes(tmp_path) -> None:
     assert per_step == pytest.approx((regret[2] - regret[0]) / 30)
     assert (run_dir.plots_dir / "regret.png").stat().st_size > 1000
     states, loop_state, _ = CheckpointManager(run_dir.checkpoints_dir).load_latest()
-    assert len(loop_state.extra["regret_curves"][0]) == 60
+    assert len(loop_state.extra["member_trainer"]["regret_curves"][0]) == 60
     resumed = [NeuralUCB._from_state(s, "cpu") for s in states]
     train_bandits(
         resumed, env, "IRIS", "NeuralUCB", memory=_memory(env),

@@ -17,6 +17,7 @@ import torch
 from agilerl.arena.models import TrainingManifest
 from agilerl.trainer import LocalTrainer
 from agilerl.training.population_loop import PopulationLoop
+from tests.algorithms_ma.ma_helpers import stop_at_call
 
 SMALL_NET = {
     "latent_dim": 16,
@@ -118,21 +119,6 @@ def _assert_same_run(whole: Path, parts: Path) -> None:
     assert summary["status"] == "completed" and summary["total_steps"] == 400
 
 
-def _stopping_at(calls: int) -> Any:
-    """A ``PopulationLoop.interrupted`` that raises the stop flag at its ``calls``-th call
-    (what SIGTERM does, at a chosen point)."""
-    seen = [0]
-    original = PopulationLoop.interrupted
-
-    def interrupted(self: PopulationLoop) -> bool:
-        seen[0] += 1
-        if seen[0] >= calls and self.run.stop_requested is None:
-            self.run.stop_requested = "SIGTERM"
-        return original(self)
-
-    return interrupted
-
-
 @pytest.mark.slow
 def test_matd3_run_stopped_mid_generation_resumes_exactly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -146,7 +132,7 @@ def test_matd3_run_stopped_mid_generation_resumes_exactly(
     _train(manifest, whole)
     parts = tmp_path / "parts"
     with monkeypatch.context() as patch:  # 25 vector steps a member a generation: gen 3
-        patch.setattr(PopulationLoop, "interrupted", _stopping_at(110))
+        patch.setattr(PopulationLoop, "interrupted", stop_at_call(110))
         stopped = _train(manifest, parts)
     assert stopped["status"] == "interrupted" and stopped["total_steps"] == 200
     latest = parts / "checkpoints" / (parts / "checkpoints" / "latest").read_text().strip()
@@ -167,7 +153,7 @@ def test_ippo_run_stopped_mid_generation_resumes_exactly(
     _train(manifest, whole)
     parts = tmp_path / "parts"
     with monkeypatch.context() as patch:  # one rollout a member a generation: call 5 is gen 3
-        patch.setattr(PopulationLoop, "interrupted", _stopping_at(5))
+        patch.setattr(PopulationLoop, "interrupted", stop_at_call(5))
         stopped = _train(manifest, parts)
     assert stopped["status"] == "interrupted" and stopped["total_steps"] == 200
     assert len(_metrics(parts)) == 4  # the partial third generation was dropped

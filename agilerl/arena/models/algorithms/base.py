@@ -18,6 +18,12 @@ from pydantic import (
     model_validator,
 )
 
+from agilerl.arena.models.algorithms.fields import (
+    batch_size_field,
+    gamma_field,
+    learn_step_field,
+    rollout_length_field,
+)
 from agilerl.arena.models.base import StrictModel
 from agilerl.arena.models.fsdp import FSDPField, coerce_fsdp
 from agilerl.arena.models.mutable import MutationRange, mutable_field, mutation_range
@@ -81,14 +87,9 @@ class AlgorithmSpec(StrictModel):
 class SingleAgentAlgorithmSpec(AlgorithmSpec):
     """Single-agent reinforcement learning algorithms."""
 
-    batch_size: int = mutable_field(
-        64, ge=1, low=8, high=512, description="Samples per gradient step."
-    )
+    batch_size: int = batch_size_field(64)
     learn_step: int = Field(5, ge=1, description="Environment steps between learning updates.")
-    gamma: float = mutable_field(
-        0.99, ge=0.0, le=1.0, low=0.9, high=0.9999, grow=1.001, shrink=0.999,
-        description="Discount factor.",
-    )  # fmt: skip
+    gamma: float = gamma_field(0.99)
     normalize_images: bool = Field(True, description="Scale image observations to [0, 1].")
     net_config: NetworkSpec | None = Field(
         None, description="Network settings; normally filled from the manifest's network section."
@@ -106,17 +107,9 @@ class MultiAgentAlgorithmSpec(AlgorithmSpec):
         {"no_mut", "arch_mut", "params_mut", "rl_hp_mut"}
     )
 
-    batch_size: int = mutable_field(
-        64, ge=1, low=8, high=512, description="Samples per gradient step."
-    )
-    learn_step: int = mutable_field(
-        2048, ge=1, low=512, high=8192, grow=1.5, shrink=0.75,
-        description="Environment steps between learning updates.",
-    )  # fmt: skip
-    gamma: float = mutable_field(
-        0.99, ge=0.0, le=1.0, low=0.9, high=0.9999, grow=1.001, shrink=0.999,
-        description="Discount factor.",
-    )  # fmt: skip
+    batch_size: int = batch_size_field(64)
+    learn_step: int = rollout_length_field(2048)
+    gamma: float = gamma_field(0.99)
     normalize_images: bool = Field(True, description="Scale image observations to [0, 1].")
     torch_compiler: str | None = Field(
         None, description="torch.compile mode for the networks; null runs eagerly."
@@ -350,12 +343,4 @@ class BanditSpec(SingleAgentAlgorithmSpec):
     reg: float = mutable_field(
         0.000625, ge=0.0, low=1e-5, high=1e-2, description="L2 regularisation of the network."
     )
-    learn_step: int = mutable_field(
-        2,
-        ge=1,
-        low=1,
-        high=10,
-        grow=1.5,
-        shrink=0.75,
-        description="Steps between learning updates.",
-    )
+    learn_step: int = learn_step_field(2, "Steps between learning updates.")

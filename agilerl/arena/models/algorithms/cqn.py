@@ -7,6 +7,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from agilerl.arena.models.algorithms.base import DISCRETE, SingleAgentAlgorithmSpec
+from agilerl.arena.models.algorithms.fields import lr_field
 from agilerl.arena.models.mutable import mutable_field
 from agilerl.arena.models.networks import QNetworkSpec
 from agilerl.arena.models.registry import register
@@ -28,9 +29,7 @@ class CQNSpec(SingleAgentAlgorithmSpec):
     default_evo_steps: ClassVar[int] = 5_000
     action_space_kinds: ClassVar[frozenset[str]] = DISCRETE
 
-    lr: float = mutable_field(
-        1e-4, ge=0.0, le=1.0, low=6.25e-5, high=1e-2, description="Adam learning rate."
-    )
+    lr: float = lr_field(1e-4)
     tau: float = mutable_field(
         0.001, gt=0.0, le=1.0, low=1e-4, high=0.1, description="Soft target-update rate."
     )

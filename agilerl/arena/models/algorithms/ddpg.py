@@ -7,7 +7,14 @@ from typing import ClassVar
 from pydantic import Field
 
 from agilerl.arena.models.algorithms.base import CONTINUOUS, SingleAgentAlgorithmSpec
-from agilerl.arena.models.mutable import mutable_field
+from agilerl.arena.models.algorithms.fields import (
+    batch_size_field,
+    gamma_field,
+    learn_step_field,
+    lr_field,
+    policy_freq_field,
+    tau_field,
+)
 from agilerl.arena.models.networks import DeterministicActorSpec
 from agilerl.arena.models.registry import register
 
@@ -18,31 +25,14 @@ class DeterministicPolicySpec(SingleAgentAlgorithmSpec):
     off_policy: ClassVar[bool] = True
     action_space_kinds: ClassVar[frozenset[str]] = CONTINUOUS
 
-    batch_size: int = mutable_field(
-        128, ge=1, low=8, high=512, description="Samples per gradient step."
-    )
-    learn_step: int = mutable_field(
-        1, ge=1, low=1, high=10, grow=1.5, shrink=0.75,
-        description="Environment steps between learning updates.",
-    )  # fmt: skip
-    gamma: float = mutable_field(
-        0.98, ge=0.0, le=1.0, low=0.9, high=0.9999, grow=1.001, shrink=0.999,
-        description="Discount factor.",
-    )  # fmt: skip
+    batch_size: int = batch_size_field(128)
+    learn_step: int = learn_step_field(1)
+    gamma: float = gamma_field(0.98)
     vect_noise_dim: int = Field(1, ge=1, description="Noise processes (copied from num_envs).")
-    lr_actor: float = mutable_field(
-        1e-3, ge=0.0, le=1.0, low=6.25e-5, high=1e-2, description="Actor learning rate."
-    )
-    lr_critic: float = mutable_field(
-        1e-3, ge=0.0, le=1.0, low=6.25e-5, high=1e-2, description="Critic learning rate."
-    )
-    tau: float = mutable_field(
-        0.005, ge=0.0, le=1.0, low=1e-3, high=0.1, description="Soft target-update rate."
-    )
-    policy_freq: int = mutable_field(
-        2, ge=1, low=1, high=10, grow=1.5, shrink=0.75,
-        description="Critic updates per actor update.",
-    )  # fmt: skip
+    lr_actor: float = lr_field(1e-3, "Actor learning rate.")
+    lr_critic: float = lr_field(1e-3, "Critic learning rate.")
+    tau: float = tau_field(0.005)
+    policy_freq: int = policy_freq_field(2, "Critic updates per actor update.")
     O_U_noise: bool = Field(False, description="Ornstein-Uhlenbeck noise; false for Gaussian.")
     expl_noise: float = Field(0.1, ge=0.0, le=10.0, description="Exploration noise scale.")
     mean_noise: float = Field(0.0, ge=-10.0, le=10.0, description="Exploration noise mean.")

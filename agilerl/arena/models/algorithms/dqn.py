@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from agilerl.arena.models.algorithms.base import DISCRETE, SingleAgentAlgorithmSpec
-from agilerl.arena.models.mutable import mutable_field
+from agilerl.arena.models.algorithms.fields import learn_step_field, lr_field, tau_field
 from agilerl.arena.models.networks import QNetworkSpec
 from agilerl.arena.models.registry import register
 
@@ -19,16 +19,9 @@ class DQNSpec(SingleAgentAlgorithmSpec):
     off_policy: ClassVar[bool] = True
     action_space_kinds: ClassVar[frozenset[str]] = DISCRETE
 
-    learn_step: int = mutable_field(
-        4, ge=1, low=1, high=10, grow=1.5, shrink=0.75,
-        description="Environment steps between learning updates.",
-    )  # fmt: skip
-    lr: float = mutable_field(
-        1e-4, ge=0.0, le=1.0, low=6.25e-5, high=1e-2, description="Adam learning rate."
-    )
-    tau: float = mutable_field(
-        0.005, ge=0.0, le=1.0, low=1e-3, high=0.1, description="Soft target-update rate."
-    )
+    learn_step: int = learn_step_field(4)
+    lr: float = lr_field(1e-4)
+    tau: float = tau_field(0.005)
     double: bool = Field(True, description="Double DQN targets.")
     cudagraphs: Literal[False] = Field(
         False,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from agilerl.arena.models.algorithms.base import MultiAgentAlgorithmSpec
+from agilerl.arena.models.algorithms.fields import lr_field
 from agilerl.arena.models.mutable import mutable_field
 from agilerl.arena.models.networks import StochasticActorSpec
 from agilerl.arena.models.registry import register
@@ -14,9 +15,7 @@ from agilerl.arena.models.registry import register
 class IPPOSpec(MultiAgentAlgorithmSpec):
     """Independent Proximal Policy Optimization."""
 
-    lr: float = mutable_field(
-        1e-4, ge=0.0, le=1.0, low=6.25e-5, high=1e-2, description="Adam learning rate."
-    )
+    lr: float = lr_field(1e-4)
     gae_lambda: float = mutable_field(
         0.95, ge=0.0, le=1.0, low=0.9, high=0.99, grow=1.01, shrink=0.99, description="GAE lambda."
     )

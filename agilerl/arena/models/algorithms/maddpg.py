@@ -7,7 +7,12 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from agilerl.arena.models.algorithms.base import MultiAgentAlgorithmSpec
-from agilerl.arena.models.mutable import mutable_field
+from agilerl.arena.models.algorithms.fields import (
+    gamma_field,
+    learn_step_field,
+    lr_field,
+    tau_field,
+)
 from agilerl.arena.models.networks import DeterministicActorSpec
 from agilerl.arena.models.registry import register
 
@@ -19,23 +24,11 @@ class MADDPGSpec(MultiAgentAlgorithmSpec):
     off_policy: ClassVar[bool] = True
 
     vect_noise_dim: int = Field(1, ge=1, description="Noise processes (copied from num_envs).")
-    lr_actor: float = mutable_field(
-        1e-3, ge=0.0, le=1.0, low=6.25e-5, high=1e-2, description="Actor learning rate."
-    )
-    lr_critic: float = mutable_field(
-        1e-2, ge=0.0, le=1.0, low=6.25e-5, high=1e-2, description="Critic learning rate."
-    )
-    learn_step: int = mutable_field(
-        5, ge=1, low=1, high=10, grow=1.5, shrink=0.75,
-        description="Environment steps between learning updates.",
-    )  # fmt: skip
-    gamma: float = mutable_field(
-        0.95, ge=0.0, le=1.0, low=0.9, high=0.9999, grow=1.001, shrink=0.999,
-        description="Discount factor.",
-    )  # fmt: skip
-    tau: float = mutable_field(
-        0.01, ge=0.0, le=1.0, low=1e-3, high=0.1, description="Soft target-update rate."
-    )
+    lr_actor: float = lr_field(1e-3, "Actor learning rate.")
+    lr_critic: float = lr_field(1e-2, "Critic learning rate.")
+    learn_step: int = learn_step_field(5)
+    gamma: float = gamma_field(0.95)
+    tau: float = tau_field(0.01)
     O_U_noise: bool = Field(True, description="Ornstein-Uhlenbeck noise; false for Gaussian.")
     expl_noise: float = Field(0.1, ge=0.0, description="Exploration noise scale.")
     mean_noise: float = Field(0.0, ge=-1.0, le=1.0, description="Exploration noise mean.")

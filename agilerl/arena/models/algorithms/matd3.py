@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from agilerl.arena.models.algorithms.fields import policy_freq_field
 from agilerl.arena.models.algorithms.maddpg import MADDPGSpec
-from agilerl.arena.models.mutable import mutable_field
 from agilerl.arena.models.registry import register
 
 
@@ -13,10 +13,7 @@ from agilerl.arena.models.registry import register
 class MATD3Spec(MADDPGSpec):
     """Multi-Agent Twin Delayed DDPG."""
 
-    policy_freq: int = mutable_field(
-        2, ge=1, low=1, high=10, grow=1.5, shrink=0.75,
-        description="Critic updates per actor update.",
-    )  # fmt: skip
+    policy_freq: int = policy_freq_field(2, "Critic updates per actor update.")
     policy_noise: float = Field(
         0.2, ge=0.0, description="Std of target-policy smoothing noise (continuous actions)."
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from agilerl.arena.models.algorithms.base import BanditSpec
-from agilerl.arena.models.mutable import mutable_field
+from agilerl.arena.models.algorithms.fields import lr_field
 from agilerl.arena.models.networks import QNetworkSpec
 from agilerl.arena.models.registry import register
 
@@ -14,7 +14,5 @@ from agilerl.arena.models.registry import register
 class NeuralUCBSpec(BanditSpec):
     """Neural Upper Confidence Bound."""
 
-    lr: float = mutable_field(
-        0.001, ge=0.0, le=1.0, low=6.25e-5, high=1e-2, description="Adam learning rate."
-    )
+    lr: float = lr_field(0.001)
     net_config: QNetworkSpec | None = Field(None, description="Network settings.")

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from agilerl.arena.models.algorithms.base import (
     SingleAgentAlgorithmSpec,
 )
+from agilerl.arena.models.algorithms.fields import lr_field, rollout_length_field
 from agilerl.arena.models.base import StrictModel
 from agilerl.arena.models.mutable import mutable_field
 from agilerl.arena.models.networks import StochasticActorSpec
@@ -27,13 +28,8 @@ class PPOSpec(SingleAgentAlgorithmSpec):
     """Proximal Policy Optimization."""
 
     num_envs: int = Field(1, ge=1, description="Parallel envs (copied from environment.num_envs).")
-    learn_step: int = mutable_field(
-        2048, ge=1, low=512, high=8192, grow=1.5, shrink=0.75,
-        description="Rollout length summed over all envs.",
-    )  # fmt: skip
-    lr: float = mutable_field(
-        3e-4, ge=0.0, le=1.0, low=6.25e-5, high=1e-2, description="Adam learning rate."
-    )
+    learn_step: int = rollout_length_field(2048, "Rollout length summed over all envs.")
+    lr: float = lr_field(3e-4)
     lr_schedule: LRScheduleSpec | None = Field(None, description="Learning-rate schedule.")
     gae_lambda: float = mutable_field(
         0.95, ge=0.0, le=1.0, low=0.9, high=0.99, grow=1.01, shrink=0.99, description="GAE lambda."

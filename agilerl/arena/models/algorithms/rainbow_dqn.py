@@ -7,7 +7,7 @@ from typing import ClassVar
 from pydantic import Field, model_validator
 
 from agilerl.arena.models.algorithms.base import DISCRETE, SingleAgentAlgorithmSpec
-from agilerl.arena.models.mutable import mutable_field
+from agilerl.arena.models.algorithms.fields import learn_step_field, lr_field, tau_field
 from agilerl.arena.models.networks import RainbowQNetworkSpec
 from agilerl.arena.models.registry import register
 
@@ -21,16 +21,9 @@ class RainbowDQNSpec(SingleAgentAlgorithmSpec):
     supports_per_buffer: ClassVar[bool] = True
     action_space_kinds: ClassVar[frozenset[str]] = DISCRETE
 
-    learn_step: int = mutable_field(
-        4, ge=1, low=1, high=10, grow=1.5, shrink=0.75,
-        description="Environment steps between learning updates.",
-    )  # fmt: skip
-    lr: float = mutable_field(
-        1e-4, ge=0.0, le=1.0, low=6.25e-5, high=1e-2, description="Adam learning rate."
-    )
-    tau: float = mutable_field(
-        0.005, ge=0.0, le=1.0, low=1e-3, high=0.1, description="Soft target-update rate."
-    )
+    learn_step: int = learn_step_field(4)
+    lr: float = lr_field(1e-4)
+    tau: float = tau_field(0.005)
     beta: float = Field(
         0.4, ge=0.0, le=1.0, description="Initial PER importance-sampling exponent."
     )

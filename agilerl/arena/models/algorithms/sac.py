@@ -10,7 +10,14 @@ from agilerl.arena.models.algorithms.base import (
     CONTINUOUS,
     SingleAgentAlgorithmSpec,
 )
-from agilerl.arena.models.mutable import mutable_field
+from agilerl.arena.models.algorithms.fields import (
+    batch_size_field,
+    gamma_field,
+    learn_step_field,
+    lr_field,
+    policy_freq_field,
+    tau_field,
+)
 from agilerl.arena.models.networks import StochasticActorSpec
 from agilerl.arena.models.registry import register
 
@@ -25,38 +32,14 @@ class SACSpec(SingleAgentAlgorithmSpec):
     off_policy: ClassVar[bool] = True
     action_space_kinds: ClassVar[frozenset[str]] = CONTINUOUS
 
-    batch_size: int = mutable_field(
-        256, ge=1, low=8, high=512, description="Samples per gradient step."
-    )
-    learn_step: int = mutable_field(
-        1, ge=1, low=1, high=10, grow=1.5, shrink=0.75,
-        description="Environment steps between learning updates.",
-    )  # fmt: skip
-    gamma: float = mutable_field(
-        0.99, ge=0.0, le=1.0, low=0.9, high=0.9999, grow=1.001, shrink=0.999,
-        description="Discount factor.",
-    )  # fmt: skip
-    lr_actor: float = mutable_field(
-        3e-4, ge=0.0, le=1.0, low=6.25e-5, high=1e-2, description="Actor learning rate."
-    )
-    lr_critic: float = mutable_field(
-        3e-4, ge=0.0, le=1.0, low=6.25e-5, high=1e-2, description="Critic learning rate."
-    )
-    lr_alpha: float = mutable_field(
-        3e-4,
-        ge=0.0,
-        le=1.0,
-        low=6.25e-5,
-        high=1e-2,
-        description="Learning rate of the entropy temperature (log alpha).",
-    )
-    tau: float = mutable_field(
-        0.005, ge=0.0, le=1.0, low=1e-3, high=0.1, description="Soft target-update rate."
-    )
-    policy_freq: int = mutable_field(
-        1, ge=1, low=1, high=10, grow=1.5, shrink=0.75,
-        description="Critic updates per actor (and temperature) update.",
-    )  # fmt: skip
+    batch_size: int = batch_size_field(256)
+    learn_step: int = learn_step_field(1)
+    gamma: float = gamma_field(0.99)
+    lr_actor: float = lr_field(3e-4, "Actor learning rate.")
+    lr_critic: float = lr_field(3e-4, "Critic learning rate.")
+    lr_alpha: float = lr_field(3e-4, "Learning rate of the entropy temperature (log alpha).")
+    tau: float = tau_field(0.005)
+    policy_freq: int = policy_freq_field(1, "Critic updates per actor (and temperature) update.")
     learn_alpha: bool = Field(
         True, description="Tune the entropy temperature towards target_entropy; false keeps it."
     )

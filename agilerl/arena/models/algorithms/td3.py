@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from agilerl.arena.models.algorithms.ddpg import DeterministicPolicySpec
-from agilerl.arena.models.mutable import mutable_field
+from agilerl.arena.models.algorithms.fields import batch_size_field
 from agilerl.arena.models.registry import register
 
 
@@ -13,9 +13,7 @@ from agilerl.arena.models.registry import register
 class TD3Spec(DeterministicPolicySpec):
     """Twin Delayed DDPG: clipped double critics, delayed actor, smoothed targets."""
 
-    batch_size: int = mutable_field(
-        256, ge=1, low=8, high=512, description="Samples per gradient step."
-    )
+    batch_size: int = batch_size_field(256)
     policy_noise: float = Field(
         0.2, ge=0.0, le=10.0, description="Target policy smoothing noise std."
     )

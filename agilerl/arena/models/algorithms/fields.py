@@ -1,0 +1,71 @@
+"""Mutable hyperparameters that mean the same in several algorithms, declared once.
+
+A field that several specs carry with one meaning (a discount, a soft
+target-update rate, a batch size, an RL learning rate) has one validation
+range and one mutation range, whatever its default: each spec declares the
+field with its own default through these functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agilerl.arena.models.mutable import mutable_field
+
+__all__ = [
+    "batch_size_field",
+    "gamma_field",
+    "learn_step_field",
+    "lr_field",
+    "policy_freq_field",
+    "rollout_length_field",
+    "tau_field",
+]
+
+LEARN_STEP = "Environment steps between learning updates."
+
+
+def batch_size_field(default: int, description: str = "Samples per gradient step.") -> Any:
+    """Samples per gradient step; explored over 8..512."""
+    return mutable_field(default, ge=1, low=8, high=512, description=description)
+
+
+def gamma_field(default: float) -> Any:
+    """The discount factor; explored over 0.9..0.9999 in small steps."""
+    return mutable_field(
+        default, ge=0.0, le=1.0, low=0.9, high=0.9999, grow=1.001, shrink=0.999,
+        description="Discount factor.",
+    )  # fmt: skip
+
+
+def learn_step_field(default: int, description: str = LEARN_STEP) -> Any:
+    """Env steps between updates of an off-policy learner; explored over 1..10."""
+    return mutable_field(
+        default, ge=1, low=1, high=10, grow=1.5, shrink=0.75, description=description
+    )
+
+
+def rollout_length_field(default: int, description: str = LEARN_STEP) -> Any:
+    """Env steps per on-policy rollout (one update); explored over 512..8192."""
+    return mutable_field(
+        default, ge=1, low=512, high=8192, grow=1.5, shrink=0.75, description=description
+    )
+
+
+def lr_field(default: float, description: str = "Adam learning rate.") -> Any:
+    """An RL learning rate; explored over 6.25e-5..1e-2 (a log scale)."""
+    return mutable_field(default, ge=0.0, le=1.0, low=6.25e-5, high=1e-2, description=description)
+
+
+def tau_field(default: float) -> Any:
+    """The soft target-update rate; explored over 1e-3..0.1."""
+    return mutable_field(
+        default, ge=0.0, le=1.0, low=1e-3, high=0.1, description="Soft target-update rate."
+    )
+
+
+def policy_freq_field(default: int, description: str) -> Any:
+    """Critic updates per actor update; explored over 1..10."""
+    return mutable_field(
+        default, ge=1, low=1, high=10, grow=1.5, shrink=0.75, description=description
+    )
