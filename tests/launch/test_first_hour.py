@@ -163,20 +163,52 @@ def test_sweep_summary_aggregates_seeds(tmp_path: Path) -> None:
     result = run("-m", "agilerl.cli", "sweep", "summary", str(tmp_path))
     assert result.returncode == 0, result.stderr
     rows = [line for line in result.stdout.splitlines() if line.startswith("│")]
-    first, second = (r.split("│")[1:-1] for r in rows)
-    assert [c.strip() for c in first[:6]] == ["1", "55.00", "7.07", "[-8.53, 118.53]", "2", "0,1"]
-    assert [c.strip() for c in second[:6]] == [
-        "2",
-        "20.00",
-        "10.00",
-        "[-4.84, 44.84]",
-        "3",
-        "0,1,2",
-    ]
-    assert "best: 55.00 ± 7.07 (95% CI [-8.53, 118.53], n=2) with algorithm.lr=3e-4" in (
-        result.stdout
-    )
-    assert (tmp_path / "sweep_summary.png").exists()
+    first, second = ([c.strip() for c in r.split("│")[1:-1]] for r in rows)
+    # IQM of two runs is their mean; a 2-run bootstrap puts 1/4 of its mass on each end
+    assert first[:7] == ["1", "2", "0,1", "55.00 [50.00, 60.00]", "55.00 [50.00, 60.00]",
+                         "55.00 [50.00, 60.00]", "55.00"]  # fmt: skip
+    # three runs: each end of the bootstrap of their mean has mass 1/27 > 2.5%
+    assert second[:4] == ["2", "3", "0,1,2", "20.00 [10.00, 30.00]"]
+    # no run directory says what the final evaluation was: the best one is shown, labelled
+    assert "IQM best" in result.stdout and "the best evaluation is shown" in result.stdout
+    assert (
+        "best: IQM best fitness 55.00 [50.00, 60.00] (95% CI, n=2) with algorithm.lr=3e-4"
+    ) in result.stdout
+    # every run of one setting beats every run of the other
+    assert "P(algorithm.lr=3e-4 > algorithm.lr=1e-3) = 1.00 [1.00, 1.00]" in result.stdout
+    assert (tmp_path / "sweep_summary.png").exists() and (tmp_path / "sweep_profile.png").exists()
+
+
+def test_sweep_summary_reads_final_fitness_steps_to_target_and_curves(tmp_path: Path) -> None:
+    """With run directories the final evaluation (not the best) is aggregated, the
+    steps to the target get an interval, and the learning curves are drawn."""
+    import json
+
+    ledger = Ledger(tmp_path)
+    finals = [100.0, 200.0, 300.0, 400.0, 5000.0]  # an outlier the IQM leaves out
+    for seed, final in enumerate(finals):
+        run_dir = tmp_path / f"run{seed}"
+        run_dir.mkdir()
+        solved = 1000 * (seed + 1) if seed < 3 else None
+        (run_dir / "summary.json").write_text(
+            json.dumps({"final_fitness": final, "solved_at_step": solved})
+        )
+        (run_dir / "metrics.csv").write_text(
+            f"step,agent,fitness\n512,0,1.0\n512,1,2.0\n1024,0,{final}\n1024,1,3.0\n"
+        )
+        overrides = [f"seed={seed}"]
+        ledger.append(key=f"seed={seed}", overrides=overrides, state="completed",
+                      best_fitness=final + 1, wall_seconds=1.0, run_dir=str(run_dir))  # fmt: skip
+    result = run("-m", "agilerl.cli", "sweep", "summary", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    (row,) = [line for line in result.stdout.splitlines() if line.startswith("│")]
+    cells = [c.strip() for c in row.split("│")[1:-1]]
+    # IQM of 5 runs: floor(5/4) = 1 cut from each end -> mean(200, 300, 400) = 300
+    assert cells[1] == "5" and cells[3].startswith("300.00 [")
+    assert cells[4].startswith("300.00 [") and cells[5].startswith("1200.00 [")  # median, mean
+    assert cells[7].startswith("3/5: 2,000 [")  # three runs reached the target
+    assert "IQM final" in result.stdout
+    assert (tmp_path / "sweep_summary.png").stat().st_size > 10_000
 
 
 # --- 5. sweeps: per-job progress, and a rerun says what it skips ---------------------------
