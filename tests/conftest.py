@@ -15,6 +15,29 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 REPO = Path(__file__).resolve().parents[1]
 CONF_DIR = REPO / "conf"
 
+from tests.optional_extras import ignored_modules, missing_extras, needed_extra  # noqa: E402
+
+MISSING_EXTRAS = missing_extras()
+collect_ignore_glob = ignored_modules(MISSING_EXTRAS)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if not MISSING_EXTRAS:
+        return None
+    extras = ", ".join(sorted(MISSING_EXTRAS))
+    return f"extras not installed: {extras}; their tests are skipped (pip install -e '.[{extras}]')"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip parametrized cases of a paradigm whose extra is not installed."""
+    for item in items:
+        case = item.nodeid.partition("[")[2]
+        extra = needed_extra(case, MISSING_EXTRAS) if case else None
+        if extra is not None:
+            item.add_marker(
+                pytest.mark.skip(reason=f"needs the {extra} extra: pip install -e '.[{extra}]'")
+            )
+
 
 @pytest.fixture(scope="session")
 def conf_dir() -> Path:

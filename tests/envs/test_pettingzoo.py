@@ -106,10 +106,24 @@ def test_wrapper_passes_api_test_when_agents_finish_at_different_times() -> None
 
 
 def test_clip_actions_keeps_continuous_actions_in_bounds() -> None:
-    env = ClipActionsParallel(make_parallel_env(SL, {"continuous_actions": True}))
-    env.reset(seed=0)
-    # Raw MPE asserts on out-of-range actions; the wrapper clips them instead.
-    env.step({a: np.full(env.action_space(a).shape, 5.0, np.float32) for a in env.agents})
+    """The wrapper clips out-of-range actions to the bounds: an action of 5 does exactly
+    what the upper bound does in the raw env, and -5 what the lower bound does."""
+    wrapped = ClipActionsParallel(make_parallel_env(SL, {"continuous_actions": True}))
+    raw = make_parallel_env(SL, {"continuous_actions": True})
+    wrapped.reset(seed=0)
+    raw.reset(seed=0)
+    for _ in range(3):
+        big = {a: np.full(wrapped.action_space(a).shape, 5.0, np.float32) for a in wrapped.agents}
+        high = {a: raw.action_space(a).high.astype(np.float32) for a in raw.agents}
+        got, expected = wrapped.step(big), raw.step(high)
+        for agent in raw.agents:
+            np.testing.assert_array_equal(got[0][agent], expected[0][agent])
+            assert got[1][agent] == expected[1][agent]
+    small = {a: np.full(wrapped.action_space(a).shape, -5.0, np.float32) for a in wrapped.agents}
+    low = {a: raw.action_space(a).low.astype(np.float32) for a in raw.agents}
+    got, expected = wrapped.step(small), raw.step(low)
+    for agent in raw.agents:
+        np.testing.assert_array_equal(got[0][agent], expected[0][agent])
 
 
 def test_bad_names_raise_config_errors_with_the_fix() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import ClassVar
 
 import pytest
@@ -64,8 +65,14 @@ LOOPS = {
 def test_every_registered_spec_has_its_strategy_and_loop(name: str) -> None:
     strategy = select_strategy(MANIFEST_REGISTRY.get(name).model_construct())
     assert type(strategy) is EXPECTED[name]
-    loop = type(strategy).default_loop
-    assert isinstance(loop, str) and loop.endswith(":" + LOOPS[type(strategy)])
+    loop = strategy.get_training_loop(MANIFEST_REGISTRY.get(name).model_construct())
+    assert loop.__name__ == LOOPS[type(strategy)] == strategy.loop_name
+    # the loop takes the trainer's call: population, env and these keywords
+    params = inspect.signature(loop).parameters
+    assert list(params)[:2] == ["population", "env"]
+    accepts_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    for keyword in ("max_steps", "evo_steps", "env_factory", "run", "tournament", "mutation"):
+        assert keyword in params or accepts_any, (name, keyword)
 
 
 def test_on_policy_loop_resolves_to_a_function() -> None:
