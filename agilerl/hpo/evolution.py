@@ -73,23 +73,24 @@ class Evolution:
         ``load_checkpoint_state(state, keep_index=True)``; every agent keeps
         its index (its slot), and the lineage names slots.
         """
-        links = self.tournament.plan(population)
+        planned = self.tournament.plan(population)
+        links = _slots(planned, len(population))
         # Snapshot first: a slot may be overwritten before another copies it.
         sources = {ln["source"] for slot, ln in enumerate(links) if ln["source"] != slot}
         states = {s: copy.deepcopy(population[s].checkpoint_state()) for s in sources}
-        parents = [population[ln["source"]] for ln in links]
-        parent_links = []
+        parents = [int(population[ln["source"]].index) for ln in links]
+        slot_links = []
         for slot, (agent, ln) in enumerate(zip(population, links, strict=True)):
             source = ln["source"]
             if source != slot:
                 fitness = list(agent.fitness)
                 agent.load_checkpoint_state(states[source], keep_index=True)
                 agent.fitness = fitness
-            kept = ln["kept"] and source == slot
-            parent_links.append(
-                {**ln, "index": int(agent.index), "parent": int(parents[slot].index), "kept": kept}
-            )
-        return self._mutate(population, list(population), parent_links, generation, step)
+            slot_links.append(
+                {**ln, "index": int(agent.index), "parent": parents[slot],
+                 "kept": ln["kept"] and source == slot}
+            )  # fmt: skip
+        return self._mutate(population, list(population), slot_links, generation, step)
 
     def _mutate(
         self,
@@ -123,3 +124,18 @@ class Evolution:
                 }
             )
         return mutated, rows
+
+
+def _slots(links: list[dict[str, Any]], size: int) -> list[dict[str, Any]]:
+    """The planned links ordered by the slot each takes: its ``place`` where it has one
+    (the elite stays where it is, an incumbent in the slot it defended), the rest in
+    the free slots in order."""
+    placed: list[dict[str, Any] | None] = [None] * size
+    rest = []
+    for ln in links:
+        if ln.get("place") is not None and placed[ln["place"]] is None:
+            placed[ln["place"]] = ln
+        else:
+            rest.append(ln)
+    free = iter(rest)
+    return [ln if ln is not None else next(free) for ln in placed]

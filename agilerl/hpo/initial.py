@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from agilerl.arena.models.mutable import LOG_SCALE_RATIO
-from agilerl.hpo.ranges import HpRange, check_ranges
+from agilerl.hpo.ranges import HpRange, check_ranges, integer_field
 
 __all__ = ["LOG_SCALE_RATIO", "sample_starts", "start_population"]
 
@@ -28,6 +28,7 @@ def sample_starts(
     count: int,
     rng: np.random.Generator,
     integers: Collection[str] | None = None,
+    spec: Any = None,
 ) -> list[dict[str, float | int]]:
     """``count`` independent draws of every hyperparameter in ``ranges``.
 
@@ -40,9 +41,12 @@ def sample_starts(
             ``spec.mutation_ranges()`` gives an algorithm's).
         count: How many starting points.
         rng: The generator every draw comes from.
-        integers: Names drawn as integers (the spec's integer fields); ``None``:
-            those whose range is given with integer ends.
+        integers: Names drawn as integers; ``None``: the integer fields of ``spec``
+            when it is given, else those whose range is given with integer ends.
+        spec: The algorithm spec (class or instance) the ranges belong to.
     """
+    if integers is None and spec is not None:
+        integers = {name for name in ranges if integer_field(spec, name)}
     if integers is None:
         integers = {
             name

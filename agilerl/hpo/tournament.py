@@ -101,12 +101,15 @@ class TournamentSelection:
             population: The evaluated agents.
 
         Returns:
-            One ``{"source", "index", "parent", "elite", "kept"}`` dict per new
-            member, in order: ``source`` is the position in ``population`` of
-            the member it copies, ``index`` its identity (the parent's for the
-            elite and kept incumbents, a fresh one otherwise), ``parent`` the
-            parent's index, ``kept`` whether an incumbent kept its place. See
-            :meth:`select` for the order.
+            One ``{"source", "index", "parent", "elite", "kept", "place"}`` dict
+            per new member, in order: ``source`` is the position in
+            ``population`` of the member it copies, ``index`` its identity (the
+            parent's for the elite and kept incumbents, a fresh one otherwise),
+            ``parent`` the parent's index, ``kept`` whether an incumbent kept
+            its place, ``place`` the position it takes over when the members
+            stay in their slots (the elite's own; with ``keep_incumbents`` the
+            incumbent's it defended; ``None``: any free one). See :meth:`select`
+            for the order.
 
         Raises:
             ValueError: For an empty population.
@@ -118,29 +121,29 @@ class TournamentSelection:
         self.next_index = max(self.next_index, max(int(a.index) for a in population) + 1)
         links: list[dict[str, Any]] = []
 
-        def link(source: int, keep: bool, elite: bool = False) -> None:
+        def link(source: int, keep: bool, place: int | None, elite: bool = False) -> None:
             parent = int(population[source].index)
-            if keep:
+            if keep or elite:
                 index = parent
             else:
                 index = self.next_index
                 self.next_index += 1
             links.append(
-                {"source": source, "index": index, "parent": parent, "elite": elite, "kept": keep}
-            )
+                {"source": source, "index": index, "parent": parent, "elite": elite,
+                 "kept": keep, "place": place}
+            )  # fmt: skip
 
         if self.elitism:
-            link(best_slot, keep=True, elite=True)
-            links[-1]["kept"] = False
+            link(best_slot, keep=False, place=best_slot, elite=True)
         if self.keep_incumbents and len(population) == self.population_size:
             for slot in range(len(population)):
                 if self.elitism and slot == best_slot:
                     continue
                 winner = self._defend(scores, slot)
-                link(winner, keep=winner == slot)
+                link(winner, keep=winner == slot, place=slot)
             return links
         while len(links) < self.population_size:
-            link(self._tournament(scores), keep=False)
+            link(self._tournament(scores), keep=False, place=None)
         return links
 
     def select(self, population: Sequence[Any]) -> tuple[Any, list[Any], list[dict[str, Any]]]:

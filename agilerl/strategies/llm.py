@@ -95,9 +95,10 @@ class LLMStrategy(TrainingStrategy):
                 "training.num_epochs is ignored by rollout fine-tuning", UserWarning, stacklevel=2
             )
         kwargs["checkpoint_export"] = training.effective_checkpoint_export()
-        max_reward = getattr(env_spec, "max_reward", None)
-        if max_reward is not None:
-            kwargs["max_reward"] = max_reward
+        if not self.takes_epochs:  # the rollout loop scores completions against it
+            max_reward = getattr(env_spec, "max_reward", None)
+            if max_reward is not None:
+                kwargs["max_reward"] = max_reward
         return kwargs
 
 

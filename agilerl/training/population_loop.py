@@ -1,10 +1,11 @@
-"""Bookkeeping every RL loop shares: generations, stopping, metrics, evolution, checkpoints.
+"""The population engine's bookkeeping: generations, stopping, metrics, evolution, checkpoints.
 
-A loop owns its schedule (collect, learn); this object owns what happens
-around it, so the on- and off-policy loops stay short and behave alike. One
-generation is: train every agent for ``evo_steps`` -> :meth:`end_generation`
-(evaluate, record, decide whether to stop) -> :meth:`evolve` (selection and
-mutation, with lineage) -> :meth:`after_generation` (checkpoint).
+:func:`agilerl.training.engine.run_population` drives it for every RL
+paradigm (the batched loops drive it themselves). One generation is: train
+every agent for ``evo_steps`` -> :meth:`end_generation` (evaluate, record,
+decide whether to stop) -> :meth:`evolve` (selection and mutation, with
+lineage, through :class:`~agilerl.hpo.evolution.Evolution`) ->
+:meth:`after_generation` (checkpoint).
 """
 
 from __future__ import annotations

@@ -147,7 +147,7 @@ def _regret(algo: str, dataset: str, steps: int = 1_000, seed: int = 0) -> tuple
         [agent], env, dataset, algo, memory=_memory(env),
         max_steps=steps, evo_steps=steps, eval_steps=500, run=run,
     )  # fmt: skip
-    return run.extra_state["regret"][0], fitness[0]
+    return run.extra_state["member_trainer"]["regret"][0], fitness[0]
 
 
 @pytest.mark.slow

@@ -89,3 +89,13 @@ def test_too_few_starts_and_invalid_values_are_refused() -> None:
         start_population(_population(2), [{"lr": 1e-3}])
     with pytest.raises(ValueError, match="batch_size"):
         start_population(_population(1), [{"batch_size": 0}])
+
+
+def test_starts_drawn_from_a_specs_ranges_are_valid_for_the_spec() -> None:
+    """The spec's integer fields are drawn as integers (its ranges are stored as floats)."""
+    from agilerl.hpo.ranges import ranges_from_spec
+
+    ranges = ranges_from_spec(DQNSpec)
+    for start in sample_starts(ranges, 20, np.random.default_rng(0), spec=DQNSpec):
+        assert isinstance(start["batch_size"], int) and isinstance(start["learn_step"], int)
+        DQNSpec(**start)  # every value validates

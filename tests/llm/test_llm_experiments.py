@@ -93,8 +93,11 @@ def test_strategy_loop_takes_the_trainer_call(make_spec, make_env, tokenizer) ->
     spec = make_spec("SFT", batch_size=4)
     strategy = select_strategy(spec)
     training = TrainingSpec(num_epochs=1, evaluation_interval=1, max_steps=2)
-    env_spec = LLMEnvSpec(env_type="dataset", objective="sft", dataset="data/sft.jsonl")
+    env_spec = LLMEnvSpec(
+        env_type="dataset", objective="sft", dataset="data/sft.jsonl", max_reward=1.0
+    )
     kwargs = strategy.get_trainer_kwargs(spec, training=training, env_spec=env_spec)
+    assert "max_reward" not in kwargs  # a rollout setting: the dataset loop takes no reward
     assert kwargs["checkpoint_export"].format == "adapter"
     assert "tournament" not in kwargs  # the trainer adds the operators when training.hpo
     loop = strategy.get_training_loop(spec)

@@ -60,15 +60,16 @@ def test_evolution_copies_winners_and_mutates_by_the_spec_factors(make_spec, tok
     states = [_adapters(a) for a in population]
     evolution = Evolution(*_operators(spec, 4, rl_hp_mut=1.0))
     _, rows = evolution.evolve_in_place(population, generation=1, step=10)
-    assert rows[0]["parent"] == 1 and rows[0]["elite"] and rows[0]["mutation"] == "None"
-    assert population[0].spec.lr == 5e-4 and population[0].spec.beta == 0.05
+    # the elite (slot 1) stays where it is, unchanged
+    assert rows[1]["parent"] == 1 and rows[1]["elite"] and rows[1]["mutation"] == "None"
+    assert population[1].spec.lr == 5e-4 and population[1].spec.beta == 0.05
     ranges = type(spec).mutation_ranges()
     for slot, row in enumerate(rows):
         agent = population[slot]
         assert row["index"] == agent.index == slot
         assert all(torch.equal(v, states[row["parent"]][k]) for k, v in _adapters(agent).items())
         assert agent.optimizer.param_groups[0]["lr"] == agent.spec.lr
-        if slot == 0:
+        if slot == 1:
             continue
         assert row["mutation"] == "rl_hp"
         name = "lr" if agent.spec.lr != 5e-4 else "beta"
@@ -160,12 +161,12 @@ def test_parameter_noise_perturbs_only_the_members_own_adapter(make_spec, tokeni
     before = [_adapters(a) for a in population]
     evolution = Evolution(*_operators(spec, 3, params_mut=1.0))
     _, rows = evolution.evolve_in_place(population, generation=0, step=0)
-    assert [r["mutation"] for r in rows] == ["None", "param", "param"]
-    assert all(r["detail"].startswith("adapter: ") for r in rows[1:])
+    assert [r["mutation"] for r in rows] == ["param", "param", "None"]
+    assert all(r["detail"].startswith("adapter: ") for r in rows[:2])
     after = [_adapters(a) for a in population]
-    # slot 0 is the elite (member 2) copied unchanged; the others are noisy copies
-    assert all(torch.equal(after[0][k], before[2][k]) for k in before[2])
-    for slot in (1, 2):
+    # slot 2 is the elite, unchanged; the others are noisy copies of their parents
+    assert all(torch.equal(after[2][k], before[2][k]) for k in before[2])
+    for slot in (0, 1):
         parent = before[rows[slot]["parent"]]
         assert not all(torch.equal(after[slot][k], parent[k]) for k in parent)
     assert all(agent.spec == spec for agent in population)
