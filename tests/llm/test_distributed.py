@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from dataclasses import asdict
@@ -15,6 +16,13 @@ import torch
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
+
+
+def _free_port() -> int:
+    """A port nothing listens on now (tests running side by side each get their own)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 @pytest.mark.parametrize("mode", ["replicated", "fsdp"])
@@ -45,7 +53,7 @@ def test_two_processes_match_one(
             "-m",
             "torch.distributed.run",
             "--nproc_per_node=2",
-            "--master_port=29533",
+            f"--master_port={_free_port()}",
             str(HERE / "dp_worker.py"),
             str(tiny_model_dir),
             str(samples_file),
@@ -74,7 +82,7 @@ def test_the_rollout_loop_runs_data_parallel(tiny_model_dir, tmp_path: Path) -> 
             "-m",
             "torch.distributed.run",
             "--nproc_per_node=2",
-            "--master_port=29534",
+            f"--master_port={_free_port()}",
             str(HERE / "dp_loop_worker.py"),
             str(tiny_model_dir),
             str(tmp_path / "run"),
