@@ -14,12 +14,18 @@ from agilerl.arena.models.mutable import mutable_field
 
 __all__ = [
     "batch_size_field",
+    "clip_coef_field",
+    "ent_coef_field",
+    "gae_lambda_field",
     "gamma_field",
     "learn_step_field",
     "lr_field",
+    "max_grad_norm_field",
     "policy_freq_field",
     "rollout_length_field",
     "tau_field",
+    "update_epochs_field",
+    "vf_coef_field",
 ]
 
 LEARN_STEP = "Environment steps between learning updates."
@@ -69,3 +75,48 @@ def policy_freq_field(default: int, description: str) -> Any:
     return mutable_field(
         default, ge=1, low=1, high=10, grow=1.5, shrink=0.75, description=description
     )
+
+
+def gae_lambda_field(default: float) -> Any:
+    """GAE lambda of the PPO family; explored over 0.9..0.99 in small steps."""
+    return mutable_field(
+        default, ge=0.0, le=1.0, low=0.9, high=0.99, grow=1.01, shrink=0.99,
+        description="GAE lambda.",
+    )  # fmt: skip
+
+
+def clip_coef_field(default: float) -> Any:
+    """The PPO surrogate clipping range; explored over 0.05..0.35."""
+    return mutable_field(
+        default, ge=0.0, le=1.0, low=0.05, high=0.35, grow=1.15, shrink=0.85,
+        description="Surrogate clipping range.",
+    )  # fmt: skip
+
+
+def ent_coef_field(default: float, description: str = "Entropy bonus coefficient.") -> Any:
+    """The entropy bonus; explored over 0.001..0.1 (a zero value is never mutated)."""
+    return mutable_field(default, ge=0.0, le=1.0, low=0.001, high=0.1, description=description)
+
+
+def vf_coef_field(default: float) -> Any:
+    """The value loss weight; explored over 0.35..0.65."""
+    return mutable_field(
+        default, ge=0.0, le=1.0, low=0.35, high=0.65, grow=1.15, shrink=0.85,
+        description="Value loss coefficient.",
+    )  # fmt: skip
+
+
+def max_grad_norm_field(default: float) -> Any:
+    """The gradient clipping norm of the PPO family; explored over 0.35..0.65."""
+    return mutable_field(
+        default, ge=0.0, low=0.35, high=0.65, grow=1.15, shrink=0.85,
+        description="Gradient clipping norm.",
+    )  # fmt: skip
+
+
+def update_epochs_field(default: int) -> Any:
+    """Passes over each rollout; explored over 1..10."""
+    return mutable_field(
+        default, ge=1, low=1, high=10, grow=1.5, shrink=0.75,
+        description="Passes over each rollout.",
+    )  # fmt: skip

@@ -9,7 +9,16 @@ from pydantic import Field, model_validator
 from agilerl.arena.models.algorithms.base import (
     SingleAgentAlgorithmSpec,
 )
-from agilerl.arena.models.algorithms.fields import lr_field, rollout_length_field
+from agilerl.arena.models.algorithms.fields import (
+    clip_coef_field,
+    ent_coef_field,
+    gae_lambda_field,
+    lr_field,
+    max_grad_norm_field,
+    rollout_length_field,
+    update_epochs_field,
+    vf_coef_field,
+)
 from agilerl.arena.models.base import StrictModel
 from agilerl.arena.models.mutable import mutable_field
 from agilerl.arena.models.networks import StochasticActorSpec
@@ -31,34 +40,20 @@ class PPOSpec(SingleAgentAlgorithmSpec):
     learn_step: int = rollout_length_field(2048, "Rollout length summed over all envs.")
     lr: float = lr_field(3e-4)
     lr_schedule: LRScheduleSpec | None = Field(None, description="Learning-rate schedule.")
-    gae_lambda: float = mutable_field(
-        0.95, ge=0.0, le=1.0, low=0.9, high=0.99, grow=1.01, shrink=0.99, description="GAE lambda."
-    )
+    gae_lambda: float = gae_lambda_field(0.95)
     action_std_init: float = Field(
         0.0, ge=0.0, description="Initial log-std of the Gaussian policy (Box actions)."
     )
-    clip_coef: float = mutable_field(
-        0.2, ge=0.0, le=1.0, low=0.05, high=0.35, grow=1.15, shrink=0.85,
-        description="Surrogate clipping range.",
-    )  # fmt: skip
-    ent_coef: float = mutable_field(
-        0.0, ge=0.0, le=1.0, low=0.001, high=0.1,
-        description="Entropy bonus coefficient (0, the default, is never mutated).",
-    )  # fmt: skip
-    vf_coef: float = mutable_field(
-        0.5, ge=0.0, le=1.0, low=0.35, high=0.65, grow=1.15, shrink=0.85,
-        description="Value loss coefficient.",
-    )  # fmt: skip
-    max_grad_norm: float = mutable_field(
-        0.5, ge=0.0, low=0.35, high=0.65, grow=1.15, shrink=0.85,
-        description="Gradient clipping norm.",
-    )  # fmt: skip
+    clip_coef: float = clip_coef_field(0.2)
+    ent_coef: float = ent_coef_field(
+        0.0, "Entropy bonus coefficient (0, the default, is never mutated)."
+    )
+    vf_coef: float = vf_coef_field(0.5)
+    max_grad_norm: float = max_grad_norm_field(0.5)
     target_kl: float | None = Field(
         None, ge=0.0, description="Stop the update early when the KL exceeds this."
     )
-    update_epochs: int = mutable_field(
-        10, ge=1, low=1, high=10, grow=1.5, shrink=0.75, description="Passes over each rollout."
-    )
+    update_epochs: int = update_epochs_field(10)
     rollout_buffer_config: dict[str, Any] | None = Field(
         None, description="Extra rollout-buffer settings."
     )
