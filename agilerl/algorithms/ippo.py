@@ -13,11 +13,13 @@ from gymnasium import spaces
 from torch import nn
 
 from agilerl.algorithms.core.multi_agent import MultiAgentAlgorithm, build_mlp, flat_dim
+from agilerl.algorithms.core.ppo_objective import PPOCoefs, kl_stops, ppo_objective
 from agilerl.arena.models.algorithms.ippo import IPPOSpec
+from agilerl.components.advantages import gae_torch
 from agilerl.networks.fastgrad import GradTape, chain_of
 from agilerl.networks.optim import FlatAdam
 
-__all__ = ["IPPO", "gae"]
+__all__ = ["IPPO"]
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -26,39 +28,6 @@ def _forward(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """``module(x)`` without autograd bookkeeping: through its chain when it has one."""
     chain = chain_of(module)
     return chain.forward(x) if chain is not None else module(x)
-
-
-def gae(
-    rewards: torch.Tensor,
-    values: torch.Tensor,
-    dones: torch.Tensor,
-    last_values: torch.Tensor,
-    gamma: float,
-    lam: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Generalised advantage estimates over a ``(T, N)`` rollout of one agent.
-
-    Args:
-        rewards: Rewards (truncation bootstraps already added).
-        values: Value estimates of the observations acted on.
-        dones: 1 where the agent's episode ended after that step.
-        last_values: Values of the observations after the last step, ``(N,)``.
-        gamma: Discount.
-        lam: GAE lambda.
-
-    Returns:
-        ``(advantages, returns)``, each ``(T, N)``.
-    """
-    advantages = torch.zeros_like(rewards)
-    running = torch.zeros_like(last_values)
-    next_values = last_values
-    for t in reversed(range(rewards.shape[0])):
-        live = 1.0 - dones[t]
-        delta = rewards[t] + gamma * next_values * live - values[t]
-        running = delta + gamma * lam * live * running
-        advantages[t] = running
-        next_values = values[t]
-    return advantages, advantages + values
 
 
 class IPPO(MultiAgentAlgorithm):
@@ -249,15 +218,16 @@ class IPPO(MultiAgentAlgorithm):
             "entropy": [],
             "approx_kl": [],
         }
+        coefs = PPOCoefs.of(spec)
         for policy in self.policies:
             parts: dict[str, list[torch.Tensor]] = {
                 k: [] for k in ("obs", "cobs", "act", "logp", "adv", "ret")
             }
             for agent in self.members[policy]:
-                adv, ret = gae(
+                adv, ret = gae_torch(
                     rollout["reward"][agent],
                     rollout["value"][agent],
-                    rollout["done"][agent],
+                    rollout["done"][agent] == 0,
                     rollout["last_value"][agent],
                     spec.gamma,
                     spec.gae_lambda,
@@ -275,37 +245,37 @@ class IPPO(MultiAgentAlgorithm):
             data = {k: torch.cat(v) for k, v in parts.items()}
             n = data["obs"].shape[0]
             opt = self.opts[policy]
+            stop = False
             for _ in range(spec.update_epochs):
                 order = torch.randperm(n, device=self.device)
-                kls = []
                 for start in range(0, n, spec.batch_size):
                     idx = order[start : start + spec.batch_size]
                     tape = GradTape()
                     out = tape(self.actors[policy], data["obs"][idx])
                     logp, entropy = self._log_prob_entropy(policy, out, data["act"][idx])
-                    log_ratio = logp - data["logp"][idx]
-                    ratio = log_ratio.exp()
-                    adv = data["adv"][idx]
-                    if adv.numel() > 1:
-                        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                    pg_loss = -torch.min(
-                        ratio * adv, ratio.clamp(1 - spec.clip_coef, 1 + spec.clip_coef) * adv
-                    ).mean()
                     value = tape(self.critics[policy], data["cobs"][idx]).squeeze(-1)
-                    v_loss = 0.5 * (value - data["ret"][idx]).pow(2).mean()
-                    entropy = entropy.mean()
-                    loss = pg_loss + spec.vf_coef * v_loss - spec.ent_coef * entropy
+                    batch = {
+                        "advantages": data["adv"][idx],
+                        "log_probs": data["logp"][idx],
+                        "returns": data["ret"][idx],
+                    }
+                    loss, tracked = ppo_objective(
+                        logp, entropy, value, batch, coefs, normalize_advantages=True,
+                        diagnose=True,
+                    )  # fmt: skip
+                    policy_loss, value_loss, entropy_mean, kl, _ = (float(t) for t in tracked)
+                    if kl_stops(kl, spec.target_kl):
+                        stop = True
+                        break
                     opt.zero_grad()
                     tape.backward(loss)
                     opt.clip_grad_norm_(spec.max_grad_norm)
                     opt.step()
-                    with torch.no_grad():
-                        kls.append(float(((ratio - 1) - log_ratio).mean()))
-                    stats["policy_loss"].append(float(pg_loss.detach()))
-                    stats["value_loss"].append(float(v_loss.detach()))
-                    stats["entropy"].append(float(entropy.detach()))
-                stats["approx_kl"].append(float(np.mean(kls)) if kls else 0.0)
-                if spec.target_kl is not None and kls and np.mean(kls) > spec.target_kl:
+                    stats["policy_loss"].append(policy_loss)
+                    stats["value_loss"].append(value_loss)
+                    stats["entropy"].append(entropy_mean)
+                    stats["approx_kl"].append(kl)
+                if stop:
                     break
         self.num_updates += 1
         return {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items()}

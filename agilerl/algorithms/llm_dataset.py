@@ -106,6 +106,13 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
         device: str | torch.device = "cpu",
     ) -> None:
         super().__init__(spec, index=index, device=device)
+        self.batches = 0
+        """:meth:`learn` calls taken: dataset batches, or rollout rounds (the loops' step)."""
+        self.weights_version = 0
+        """Bumped whenever the trainable weights may change (an optimizer step, a load, a
+        parameter-noise mutation): a generation engine holding a copy knows it is stale."""
+        self.weights_loaded = False
+        """Set when another state was loaded (evolution): a copy must be replaced at once."""
         if tokenizer is None:
             raise ValueError(f"{type(self).__name__} needs a tokenizer")
         self.tokenizer = tokenizer
@@ -213,7 +220,12 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
         }
 
     def policy_weights(self) -> list[tuple[str, torch.nn.Parameter]]:
-        """The 2-D trainable tensors parameter-noise mutations perturb (this agent's adapter)."""
+        """The 2-D trainable tensors parameter-noise mutations perturb (this agent's adapter).
+
+        Handing them out counts as a change of the weights (:attr:`weights_loaded`).
+        """
+        self.weights_version += 1
+        self.weights_loaded = True
         return [(n, p) for n, p in self._named_trainable().items() if p.dim() == 2]
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
@@ -299,8 +311,10 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
                     torch.nn.utils.clip_grad_norm_(self.trainable_parameters(), spec.max_grad_norm)
                 self.optimizer.step()
                 self.num_updates += 1
+                self.weights_version += 1
                 steps += 1
         self.steps += len(rows)
+        self.batches += 1
         return {key: value / steps for key, value in totals.items()}
 
     def _sync_gradients(self) -> None:
@@ -390,6 +404,7 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
             "optimizer": self.optimizer.state_dict(),
             "index": self.index,
             "steps": int(self.steps),
+            "batches": int(self.batches),
             "num_updates": int(self.num_updates),
             "fitness": [float(f) for f in self.fitness],
         }
@@ -422,6 +437,9 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
         if not keep_index:
             self.index = int(state["index"])
         self.steps = int(state["steps"])
+        self.batches = int(state.get("batches", 0))
+        self.weights_version += 1
+        self.weights_loaded = True
         self.num_updates = int(state["num_updates"])
         self.fitness = list(state["fitness"])
 

@@ -27,10 +27,17 @@ from typing import Any, ClassVar
 
 import torch
 
+from agilerl.algorithms.core.ppo_objective import (
+    approx_kl,
+    clipped_surrogate,
+    outside_clip,
+    value_error,
+)
 from agilerl.algorithms.llm_dataset import DatasetLLMAlgorithm
 from agilerl.arena.models.algorithms import GRPOSpec, LLMAlgorithmSpec, LLMPPOSpec, LLMREINFORCESpec
+from agilerl.components.advantages import gae_torch
 from agilerl.llm import distributed
-from agilerl.llm.generation import SamplingSettings, token_logps
+from agilerl.llm.generation import SamplingSettings, generate, token_logps
 from agilerl.llm.model import reference_policy
 from agilerl.llm.prefix import prefix_token_logps, shared_prefixes
 from agilerl.llm.rollout import Sample, collate, collect, pad_rows
@@ -52,6 +59,14 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
 
     def __init__(self, spec: LLMAlgorithmSpec, **kwargs: Any) -> None:
         super().__init__(spec, **kwargs)
+        self.generator: Any = None
+        """``None``: HF ``generate``; else a :class:`~agilerl.llm.vllm_engine.VLLMGenerator`."""
+        self.weight_sync_interval = 1
+        """Sampling rounds a vLLM engine may serve a version of the adapter before a sync."""
+        if getattr(spec, "use_vllm", False):
+            from agilerl.llm.vllm_engine import VLLMGenerator
+
+            self.generator = VLLMGenerator.shared(spec)
         unused = [k for k in _ROLLOUT_NOT_USED_HERE if getattr(spec, k, None) not in (None, False)]
         if unused:
             warnings.warn(
@@ -104,16 +119,45 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
         greedy: bool = False,
         group_size: int | None = None,
     ) -> list[Sample]:
-        """Play ``group_size`` episodes per row with this agent's adapter."""
+        """Play ``group_size`` episodes per row with this agent's adapter.
+
+        With vLLM generating, the samples' ``old_logps`` are recomputed by the
+        trainer's model (the ratio's reference) and vLLM's own log-probs are
+        kept under ``extra["sampler_logps"]`` for the importance-sampling
+        correction (``vllm_importance_sampling_correction``).
+        """
         self.activate()
-        return collect(
+        if self.generator is not None:
+            self.generator.serve(self, greedy=greedy)
+        samples = collect(
             self.actor,
             self.tokenizer,
             env,
             rows,
             group_size=self.group_size if group_size is None else group_size,
             settings=self.sampling(greedy=greedy),
+            generator=self.generator or generate,
         )
+        if self.generator is not None and not greedy:
+            self._recompute_old_logps(samples)
+        return samples
+
+    @torch.no_grad()
+    def _recompute_old_logps(self, samples: list[Sample]) -> None:
+        was_training = self.actor.training
+        self.actor.eval()
+        step = self.spec.micro_batch_size_per_gpu or len(samples)
+        for start in range(0, len(samples), step):
+            chunk = samples[start : start + step]
+            logps, _ = self._forward_rows(chunk, keep=max(len(s.ids) for s in chunk) - 1)
+            for i, sample in enumerate(chunk):
+                row = logps[i, -(len(sample.ids) - 1) :].cpu().tolist()
+                sample.extra["sampler_logps"] = torch.tensor(sample.old_logps)
+                sample.old_logps = [0.0] + [
+                    lp if generated else 0.0
+                    for lp, generated in zip(row, sample.action_mask[1:], strict=True)
+                ]
+        self.actor.train(was_training)
 
     # --- advantages ---------------------------------------------------------------------------
     def assign_advantages(self, samples: list[Sample]) -> tuple[list[Sample], dict[str, float]]:
@@ -270,13 +314,14 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
         if bounds is not None:
             low, high = bounds
             mask = mask * ((ratio.detach() >= low) & (ratio.detach() <= high)).float()
-        clipped = torch.clamp(ratio, 1 - spec.clip_coef, 1 + spec.clip_coef)
-        per_token = -torch.min(ratio * advantages, clipped * advantages)
+        per_token = clipped_surrogate(ratio, advantages, 1 - spec.clip_coef, 1 + spec.clip_coef)
+        if self.generator is not None and spec.vllm_importance_sampling_correction:
+            per_token = per_token * self._sampler_weights(rows, old, mask).to(per_token.device)
         metrics: dict[str, float] = {}
         if "ref" in context:
             ref = pad_rows(context["ref"], logps.shape[1]).to(logps.device)
             delta = ref - logps
-            kl = torch.exp(delta) - delta - 1
+            kl = approx_kl(torch.exp(delta), delta)
             if getattr(spec, "use_bias_correction_kl", False):
                 kl = kl * ratio.detach()
             if getattr(spec, "kl_clamp", None) is not None:
@@ -288,12 +333,22 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
             value_loss = self.value_loss(rows, context, states, mask, norm)
             loss = loss + spec.vf_coef * value_loss
             metrics["value_loss"] = float(value_loss.detach())
-        clip_frac = ((ratio.detach() - 1).abs() > spec.clip_coef).float()
+        clip_frac = outside_clip(ratio.detach(), spec.clip_coef).float()
         metrics.update(
             loss=float(loss.detach()),
             clip_fraction=float((clip_frac * mask).sum() / norm),
         )
         return loss, metrics
+
+    def _sampler_weights(
+        self, rows: list[Sample], old: torch.Tensor, mask: torch.Tensor
+    ) -> torch.Tensor:
+        """Truncated importance weights ``min(pi_old / pi_vllm, cap)`` per generated token:
+        the update's reference is the trainer's model, the samples came from vLLM's."""
+        width = old.shape[1]
+        sampler = pad_rows([s.extra["sampler_logps"][1:] for s in rows], width)
+        weights = torch.exp(old.cpu() - sampler).clamp(max=self.spec.vllm_importance_sampling_cap)
+        return torch.where(mask.cpu() > 0, weights, torch.ones_like(weights))
 
     def token_advantages(
         self, rows: list[Sample], context: dict[str, Any], width: int
@@ -329,6 +384,7 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
         }
         if not distributed.global_sum(len(kept)):
             self.steps += len(samples)
+            self.batches += 1
             return {**metrics, "loss": 0.0}
         update = super().learn(kept, env)
         self.steps += len(samples) - len(kept)
@@ -434,7 +490,9 @@ class LLMPPO(RolloutLLMAlgorithm):
                 )
             if len(rewards):
                 rewards[-1] += sample.reward
-            adv = _gae(rewards, values[i][mask], spec.gamma, spec.gae_lambda)
+            not_done = torch.ones(len(rewards), dtype=torch.bool)
+            not_done[-1:] = False  # the episode ends at its last generated token
+            adv, _ = gae_torch(rewards, values[i][mask], not_done, 0.0, spec.gamma, spec.gae_lambda)
             full_adv = torch.zeros(len(mask))
             full_adv[mask] = adv
             full_ret = torch.zeros(len(mask))
@@ -464,14 +522,13 @@ class LLMPPO(RolloutLLMAlgorithm):
         return pad_rows(context["advantages"], width)
 
     def value_loss(self, rows, context, states, mask, norm) -> torch.Tensor:
-        """Clipped value loss ``0.5 max((v - R)^2, (v_clip - R)^2)`` over generated tokens."""
+        """Clipped value loss ``max((v - R)^2, (v_clip - R)^2)`` over generated tokens (the
+        rollout's values clipped by ``clip_coef``)."""
         width = mask.shape[1]
         values = self.value_head(states.float()).squeeze(-1)
         old = pad_rows(context["values"], width).to(values.device)
         returns = pad_rows(context["returns"], width).to(values.device)
-        clip = self.spec.clip_coef
-        clipped = old + (values - old).clamp(-clip, clip)
-        loss = 0.5 * torch.max((values - returns) ** 2, (clipped - returns) ** 2)
+        loss = value_error(values, returns, old, self.spec.clip_coef)
         return (loss * mask).sum() / norm
 
 
@@ -481,15 +538,3 @@ def _first_action(sample: Sample) -> int:
         return max(1, sample.action_mask.index(1))
     except ValueError:
         return len(sample.ids) - 1
-
-
-def _gae(rewards: torch.Tensor, values: torch.Tensor, gamma: float, lam: float) -> torch.Tensor:
-    """Generalised advantage estimates over one episode's generated tokens (terminal at the end)."""
-    advantages = torch.zeros_like(rewards)
-    running = 0.0
-    for t in reversed(range(len(rewards))):
-        next_value = values[t + 1] if t + 1 < len(rewards) else 0.0
-        delta = rewards[t] + gamma * next_value - values[t]
-        running = delta + gamma * lam * running
-        advantages[t] = running
-    return advantages

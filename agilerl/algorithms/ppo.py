@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from agilerl.algorithms.core.base import SingleAgentAlgorithm
+from agilerl.algorithms.core.ppo_objective import PPOCoefs, kl_stops, ppo_objective
 from agilerl.algorithms.core.rng import restore_generator
 from agilerl.arena.models.algorithms.ppo import PPOSpec
 from agilerl.components.recurrent_rollout_buffer import RecurrentRolloutBuffer
@@ -22,98 +23,6 @@ from agilerl.networks.spaces import make_obs_converter
 from agilerl.networks.value import ValueNetwork
 
 _BUFFER_KEYS = frozenset({"device"})
-
-
-class PPOCoefs(NamedTuple):
-    """The loss coefficients of :func:`ppo_objective`: floats, or ``[N, 1]`` tensors (one row
-    per stacked member).
-
-    Attributes:
-        clip_low: ``1 - clip_coef``.
-        clip_high: ``1 + clip_coef``.
-        clip: ``clip_coef`` (the clip fraction's threshold).
-        vf_coef: Value-loss weight.
-        ent_coef: Entropy-bonus weight; ``None`` leaves entropy out of the loss.
-        value_clip: ``value_clip_coef``; ``None``: unclipped value loss.
-    """
-
-    clip_low: Any
-    clip_high: Any
-    clip: Any
-    vf_coef: Any
-    ent_coef: Any
-    value_clip: Any
-
-    @classmethod
-    def of(cls, spec: PPOSpec) -> PPOCoefs:
-        """The coefficients of one agent's spec."""
-        clip = spec.clip_coef
-        ent = spec.ent_coef if spec.ent_coef != 0.0 else None
-        return cls(1.0 - clip, 1.0 + clip, clip, spec.vf_coef, ent, spec.value_clip_coef)
-
-
-def _per_loss(coef: Any) -> Any:
-    """A coefficient for the per-member losses: a ``[N, 1]`` column becomes ``[N]``."""
-    return coef[..., 0] if isinstance(coef, torch.Tensor) else coef
-
-
-def ppo_objective(
-    log_prob: torch.Tensor,
-    entropy: torch.Tensor | None,
-    value: torch.Tensor,
-    batch: dict[str, Any],
-    coefs: PPOCoefs,
-    normalize_advantages: bool,
-    diagnose: bool,
-) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """PPO's loss over the last dimension: clipped surrogate, value error, entropy bonus.
-
-    ``policy_loss + vf_coef * value_loss - ent_coef * entropy``. Every tensor is
-    ``[B]`` for one agent or ``[N, B]`` for ``N`` stacked members (coefficients
-    then ``[N, 1]``); the loss is a scalar or ``[N]``, one per member.
-
-    Args:
-        log_prob: Log-probabilities of the stored actions under the current policy.
-        entropy: Policy entropy per sample (``None`` when not computed).
-        value: ``V(obs)``.
-        batch: ``advantages``, ``log_probs``, ``returns`` and ``values`` of the minibatch.
-        coefs: The coefficients.
-        normalize_advantages: Standardise advantages over the minibatch.
-        diagnose: Also track the approximate KL and the clip fraction.
-
-    Returns:
-        ``(loss, tracked)``: ``tracked`` holds (without gradients) the policy
-        loss, value loss, mean entropy if computed, then KL and clip fraction
-        when ``diagnose``.
-    """
-    advantages = batch["advantages"]
-    if normalize_advantages and advantages.shape[-1] > 1:
-        advantages = (advantages - advantages.mean(-1, keepdim=True)) / (
-            advantages.std(-1, keepdim=True) + 1e-8
-        )
-    logratio = log_prob - batch["log_probs"]
-    ratio = logratio.exp()
-    policy_loss = torch.maximum(
-        -advantages * ratio, -advantages * ratio.clamp(coefs.clip_low, coefs.clip_high)
-    ).mean(-1)
-    value_error = (value - batch["returns"]).square()
-    if coefs.value_clip is not None:
-        old = batch["values"]
-        clipped = old + torch.clamp(value - old, -coefs.value_clip, coefs.value_clip)
-        value_error = torch.maximum(value_error, (clipped - batch["returns"]).square())
-    value_loss = value_error.mean(-1)
-    loss = policy_loss + _per_loss(coefs.vf_coef) * value_loss
-    entropy_mean = None if entropy is None else entropy.mean(-1)
-    if entropy_mean is not None and coefs.ent_coef is not None:
-        loss = loss - _per_loss(coefs.ent_coef) * entropy_mean
-    with torch.no_grad():
-        tracked = [policy_loss.detach(), value_loss.detach()]
-        if entropy_mean is not None:
-            tracked.append(entropy_mean.detach())
-        if diagnose:
-            tracked.append(((ratio - 1.0) - logratio).mean(-1))
-            tracked.append(((ratio - 1.0).abs() > coefs.clip).float().mean(-1))
-    return loss, tracked
 
 
 class PolicyStep(NamedTuple):
@@ -505,7 +414,7 @@ class PPO(SingleAgentAlgorithm):
                 tape = GradTape()
                 loss, stats = self._loss(batch, tape, diagnose)
                 self._check_finite(stats, epoch, index)
-                if spec.target_kl is not None and stats[3] > 1.5 * spec.target_kl:
+                if kl_stops(stats[3], spec.target_kl):
                     stop = True
                     break
                 self.optimizer.zero_grad()

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from agilerl.components import advantages
 from agilerl.networks.spaces import composite_items, storage_dtype
 
 Batch = dict[str, Any]
@@ -324,27 +325,28 @@ def gae(
     out_returns: np.ndarray,
     last_done: np.ndarray | None = None,
 ) -> None:
-    """GAE(lambda) advantages and returns of ``[T, N]`` steps, written into the ``out_`` arrays.
+    """GAE(lambda) of ``[T, N]`` buffer steps, written into the ``out_`` arrays.
 
-    See :meth:`RolloutBuffer.compute_returns_and_advantages` for the maths; the
-    arrays may be column slices of a larger buffer (a stacked population calls
-    this once per member with that member's ``gamma`` and ``gae_lambda``).
+    Turns the buffer's terminated/truncated flags and truncation bootstraps
+    into :func:`agilerl.components.advantages.gae`'s inputs (see
+    :meth:`RolloutBuffer.compute_returns_and_advantages`); the arrays may be
+    column slices of a larger buffer (a stacked population calls this once
+    per member with that member's ``gamma`` and ``gae_lambda``).
     """
     not_done = ~(terminated | truncated)
     if last_done is not None:
         not_done[-1] &= ~last_done
-    next_values = np.empty_like(values)
-    next_values[:-1] = values[1:]
-    next_values[-1] = last_value
     bootstrap = np.where(truncated & ~terminated, bootstrap_values, 0.0)
-    effective_rewards = rewards + gamma * bootstrap
-    deltas = effective_rewards + gamma * not_done * next_values - values
-    decay = (gamma * gae_lambda) * not_done
-    last = np.zeros(values.shape[1], dtype=np.float32)
-    for t in range(values.shape[0] - 1, -1, -1):
-        last = deltas[t] + decay[t] * last
-        out_advantages[t] = last
-    np.add(out_advantages, values, out=out_returns)
+    advantages.gae(
+        rewards + gamma * bootstrap,
+        values,
+        not_done,
+        last_value,
+        gamma,
+        gae_lambda,
+        out_advantages=out_advantages,
+        out_returns=out_returns,
+    )
 
 
 def _index_batch(data: Batch, idx: torch.Tensor) -> Batch:

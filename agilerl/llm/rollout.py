@@ -8,12 +8,13 @@ of the episode's turn rewards. A group is ``group_size`` episodes of one row
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from agilerl.llm.generation import SamplingSettings, generate, left_pad
+from agilerl.llm.generation import Completion, SamplingSettings, generate, left_pad
 from agilerl.llm.rollout_env import RolloutEnv
 
 
@@ -55,6 +56,7 @@ def collect(
     *,
     group_size: int,
     settings: SamplingSettings,
+    generator: Callable[..., list[Completion]] = generate,
 ) -> list[Sample]:
     """Play ``group_size`` episodes of each row; generation is batched over all live episodes.
 
@@ -65,6 +67,8 @@ def collect(
         rows: Rows of this batch.
         group_size: Episodes per row (adjacent in the result).
         settings: Sampling settings.
+        generator: Called like :func:`~agilerl.llm.generation.generate` (HF ``generate``
+            by default; a :class:`~agilerl.llm.vllm_engine.VLLMGenerator`).
 
     Returns:
         ``len(rows) * group_size`` samples, grouped by row.
@@ -78,7 +82,7 @@ def collect(
     for turn in range(env.max_turns):
         if not live:
             break
-        completions = generate(model, tokenizer, [samples[i].ids for i in live], settings)
+        completions = generator(model, tokenizer, [samples[i].ids for i in live], settings)
         still = []
         for i, completion in zip(live, completions, strict=True):
             sample = samples[i]

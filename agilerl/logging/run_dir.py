@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,12 @@ class CsvTable:
     def truncate(self, max_step: int) -> None:
         if self.rows:
             self.rows = [r for r in self.rows if int(float(r["step"])) <= max_step]
+            self._write()
+
+    def keep(self, predicate: Callable[[dict[str, Any]], bool]) -> None:
+        """Keep only the rows ``predicate`` accepts."""
+        if self.rows:
+            self.rows = [r for r in self.rows if predicate(r)]
             self._write()
 
     def _write(self) -> None:

@@ -110,6 +110,16 @@ class LLMRolloutStrategy(LLMStrategy):
 
     paradigm: ClassVar[str] = "LLM rollout"
     multi_process: ClassVar[bool] = True
+
+    def check(self, manifest: TrainingManifest, *, local: bool = True) -> None:
+        """Also refuse rollout-engine settings that cannot be honoured (dry runs too).
+
+        Raises:
+            ConfigError: Naming the field (see :func:`check_rollout_engine`).
+        """
+        super().check(manifest, local=local)
+        check_rollout_engine(manifest.algorithm, manifest.training, local=local)
+
     default_loop: ClassVar[str | TrainingLoop | None] = (
         "agilerl.training.llm.train_llm_rollout:train_llm_rollout"
     )
@@ -122,8 +132,9 @@ class LLMRolloutStrategy(LLMStrategy):
         preflight, which refuses such a manifest without it.
 
         Raises:
-            ConfigError: If the llm extra is missing, vLLM/async rollouts are
-                asked for without vllm and CUDA, or the model or dataset cannot be read.
+            ConfigError: If the llm extra is missing, the rollout-engine settings
+                cannot be honoured (:func:`check_rollout_engine`), or the model or
+                dataset cannot be read.
         """
         from agilerl.arena.models.trust import code_fields
 
@@ -194,40 +205,77 @@ class LLMRolloutStrategy(LLMStrategy):
         kwargs["eval_greedy"] = training.eval_greedy
         if training.eval_samples_per_task:
             kwargs["eval_rows"] = training.eval_samples_per_task
+        if training.weight_sync_interval is not None:
+            kwargs["weight_sync_interval"] = training.weight_sync_interval
+        if training.reuse_prefix_cache_across_syncs:
+            kwargs["reuse_prefix_cache_across_syncs"] = True
         return kwargs
 
 
-def check_rollout_engine(spec: AlgorithmSpec, training: TrainingSpec) -> None:
-    """Refuse vLLM generation or async rollouts where vllm or a CUDA device is missing.
+def check_rollout_engine(
+    spec: AlgorithmSpec, training: TrainingSpec, *, local: bool = True
+) -> None:
+    """Refuse rollout-engine settings this machine or this combination cannot honour.
+
+    vLLM generation (``algorithm.use_vllm``) runs colocated in the trainer
+    process and receives a LoRA adapter through files after each weight sync.
+    ``local``: also check this machine (vLLM installed, CUDA where needed).
 
     Raises:
-        ConfigError: Naming the setting and what is missing.
+        ConfigError: Naming the field and what to do instead.
     """
-    wants = []
-    if getattr(spec, "use_vllm", False):
-        wants.append("algorithm.use_vllm=true")
-    if training.rollout_mode == "async":
-        wants.append("training.rollout_mode=async")
-    if not wants:
-        return
     import importlib.util
 
     import torch
 
-    missing = []
-    if importlib.util.find_spec("vllm") is None:
-        missing.append("the vllm extra (pip install -e '.[vllm]')")
-    if not torch.cuda.is_available():
-        missing.append("a CUDA device")
-    if missing:
+    use_vllm = bool(getattr(spec, "use_vllm", False))
+    if training.rollout_mode == "async":
         raise ConfigError(
-            f"{' and '.join(wants)} needs {' and '.join(missing)}; set algorithm.use_vllm=false "
-            "and training.rollout_mode=colocated to generate with HF generate"
+            "training.rollout_mode=async: asynchronous rollout engines (separate generation "
+            "processes) are not available; set training.rollout_mode=colocated, with "
+            "algorithm.use_vllm=true to generate with vLLM in the trainer process"
         )
-    raise ConfigError(
-        f"{' and '.join(wants)}: vLLM rollout engines are not implemented in this version; "
-        "set algorithm.use_vllm=false and training.rollout_mode=colocated"
-    )
+    vllm_only = {
+        "training.weight_sync_interval": training.weight_sync_interval is not None,
+        "training.weight_sync_backend": training.weight_sync_backend is not None,
+        "training.reuse_prefix_cache_across_syncs": training.reuse_prefix_cache_across_syncs,
+        "algorithm.vllm_lora_export_dir": getattr(spec, "vllm_lora_export_dir", None) is not None,
+        "algorithm.vllm_engine_args": bool(getattr(spec, "vllm_engine_args", None)),
+        "algorithm.vllm_config": getattr(spec, "vllm_config", None) is not None,
+    }
+    if not use_vllm:
+        named = [field for field, is_set in vllm_only.items() if is_set]
+        if named:
+            raise ConfigError(
+                f"{', '.join(named)}: only vLLM generation reads "
+                f"{'it' if len(named) == 1 else 'them'}; set algorithm.use_vllm=true or "
+                "remove the setting (HF generate always samples with the live weights)"
+            )
+        return
+    if local and importlib.util.find_spec("vllm") is None:
+        raise ConfigError(
+            "algorithm.use_vllm=true needs vLLM: bash scripts/install_vllm.sh (the CPU build "
+            "on a machine without CUDA), or set algorithm.use_vllm=false to generate with HF"
+        )
+    lora = getattr(spec, "lora_config", None)
+    if lora is None:
+        raise ConfigError(
+            "algorithm.use_vllm=true syncs weights to vLLM as LoRA adapter files; set "
+            "network.lora_config (full-weight syncing is not available)"
+        )
+    if lora.modules_to_save:
+        raise ConfigError(
+            f"network.lora_config.modules_to_save={lora.modules_to_save}: vLLM serves LoRA "
+            "adapters only, not fully trained module copies; adapt the module with LoRA "
+            "instead (add it to network.lora_config.target_modules) or set "
+            "algorithm.use_vllm=false"
+        )
+    if training.weight_sync_backend == "nccl":
+        reason = " and a CUDA device" if local and not torch.cuda.is_available() else ""
+        raise ConfigError(
+            f"training.weight_sync_backend=nccl needs full-weight syncing{reason}; set "
+            "training.weight_sync_backend=filesystem (LoRA adapters through files)"
+        )
 
 
 class LLMDatasetStrategy(LLMStrategy):

@@ -14,9 +14,10 @@ changes.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Protocol
 
-from agilerl.training.population_loop import PopulationLoop
+from agilerl.training.population_loop import DISPLAY_EVERY, PopulationLoop
 from agilerl.training.results import LoopResult
 from agilerl.training.run_context import RunContext
 
@@ -30,14 +31,31 @@ class MemberTrainer(Protocol):
     """What a paradigm supplies to :func:`run_population`.
 
     Attributes:
-        drops_partial_generation: On a stop signal mid-generation, drop the
-            partial generation when its start is checkpointed (a resumed run
-            repeats it exactly: paradigms whose members start every generation
-            from seeded env resets). ``False`` keeps and checkpoints it (state
-            carried across generations, e.g. live observations, would not repeat).
+        partial_generation: What a stop signal mid-generation does with the
+            partial generation. ``"drop"``: drop it when its start is
+            checkpointed (a resumed run repeats it exactly: paradigms whose
+            members start every generation from seeded env resets), else keep
+            it. ``"keep"``: evaluate and checkpoint it (state carried across
+            generations, e.g. live observations, would not repeat).
+            ``"resume"``: checkpoint where every member stands, unevaluated; a
+            resumed run finishes the generation exactly (members whose next
+            step depends only on their step count and the RNG, e.g. LLM batches).
+        evolves_in_place: Members share one base model: evolution loads the
+            parents' states into the members' own objects instead of cloning.
+        display_every: Steps between display refreshes.
     """
 
-    drops_partial_generation: bool
+    partial_generation: str
+    evolves_in_place: bool
+    display_every: int
+
+    def progress(self, agent: Any) -> int:
+        """A member's step count, in the unit of ``max_steps`` and ``evo_steps``."""
+        ...
+
+    def after_checkpoint(self, where: Path, population: list[Any], final: bool) -> None:
+        """Write what the paradigm keeps beside a checkpoint (e.g. adapter exports)."""
+        ...
 
     def can_train(self, agent: Any) -> bool:
         """Whether ``agent`` has budget left (e.g. a whole rollout still fits ``max_steps``)."""
@@ -70,10 +88,20 @@ class MemberTrainer(Protocol):
 
 
 class Members:
-    """Defaults a :class:`MemberTrainer` may inherit: no budget rule beyond ``max_steps``,
-    no state of its own, nothing to close; a partial generation is dropped on a stop."""
+    """Defaults a :class:`MemberTrainer` may inherit: steps are env steps, no budget rule
+    beyond ``max_steps``, no state of its own, nothing to close; a partial generation is
+    dropped on a stop; winners are cloned."""
 
-    drops_partial_generation = True
+    partial_generation = "drop"
+    evolves_in_place = False
+    display_every = DISPLAY_EVERY
+
+    def progress(self, agent: Any) -> int:
+        """Env steps the member has taken."""
+        return int(agent.steps)
+
+    def after_checkpoint(self, where: Path, population: list[Any], final: bool) -> None:
+        """Nothing beside the checkpoint."""
 
     def can_train(self, agent: Any) -> bool:
         """Every member trains until ``max_steps`` (the engine's own rule)."""
@@ -118,6 +146,7 @@ def run_population(
     checkpoint: int | None = None,
     tournament: Any = None,
     mutation: Any = None,
+    evolve_every: int | None = None,
     label: str = "",
 ) -> LoopResult:
     """Train a population generation by generation until its budget, target or a stop.
@@ -126,12 +155,15 @@ def run_population(
         population: The agents.
         trainer: The paradigm's :class:`MemberTrainer`.
         run: Run directory, sinks, display and stop conditions (``None``: an ephemeral one).
-        max_steps: Env steps per member.
-        evo_steps: Env steps per member between evaluations.
+        max_steps: Steps per member (env steps; a paradigm may count otherwise,
+            see :meth:`MemberTrainer.progress`).
+        evo_steps: Steps per member between evaluations.
         target: Stop once an evaluation reaches this fitness.
         checkpoint: Population env steps between checkpoints (``None``: every generation).
         tournament: Selection operator (evolution needs it and ``mutation``).
         mutation: Mutation operator.
+        evolve_every: Steps per member between evolutions, at the first evaluation
+            past each multiple (``None``: after every evaluation).
         label: Name shown in the display.
 
     Returns:
@@ -147,6 +179,9 @@ def run_population(
         checkpoint_every=checkpoint,
         label=label,
         trainable=trainer.can_train,
+        progress=trainer.progress,
+        display_every=trainer.display_every,
+        on_checkpoint=lambda where, final: trainer.after_checkpoint(where, loop.population, final),
     )
     if run.resume_state is not None and STATE_KEY in run.resume_state.extra:
         trainer.load_state_dict(run.resume_state.extra[STATE_KEY])
@@ -158,17 +193,21 @@ def run_population(
             for slot, agent in enumerate(loop.population):
                 until = loop.next_evaluation(agent)
                 metrics.append(trainer.train(slot, agent, until, loop))
-                partial |= agent.steps < until and trainer.can_train(agent)
-            drops = getattr(trainer, "drops_partial_generation", True)
-            if partial and drops and loop.abandon_generation():
+                partial |= trainer.progress(agent) < until and trainer.can_train(agent)
+            if partial and trainer.partial_generation == "resume":
+                run.extra_state[STATE_KEY] = trainer.state_dict()
+                loop.stop_mid_generation()
+                break
+            if partial and trainer.partial_generation == "drop" and loop.abandon_generation():
                 break
             scored = trainer.evaluate(loop.population, loop.generation)
             fitness = [score for score, _ in scored]
             details = [{**m, **extra} for (_, extra), m in zip(scored, metrics, strict=True)]
             run.extra_state[STATE_KEY] = trainer.state_dict()  # what this checkpoint carries
             loop.end_generation(fitness, details)
-            if tournament is not None and mutation is not None and loop.should_evolve():
-                loop.evolve(tournament, mutation)
+            evolving = tournament is not None and mutation is not None
+            if evolving and loop.should_evolve() and loop.evolution_due(evolve_every):
+                loop.evolve(tournament, mutation, in_place=trainer.evolves_in_place)
             loop.after_generation()
         run.extra_state[STATE_KEY] = trainer.state_dict()
     finally:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from agilerl.hpo.evolution import Evolution, live_hyperparameters
@@ -38,6 +39,11 @@ class PopulationLoop:
         label: Name shown in the display.
         trainable: Whether a member still has budget (default: fewer than ``max_steps``
             env steps); the run is complete when no member has.
+        progress: A member's step count (default: its ``steps``, env steps); an LLM
+            member counts batches or rounds.
+        display_every: Steps between display refreshes.
+        on_checkpoint: Called with each checkpoint's directory and whether it is the
+            run's last (e.g. to export adapters beside it).
     """
 
     def __init__(
@@ -51,9 +57,15 @@ class PopulationLoop:
         checkpoint_every: int | None,
         label: str = "",
         trainable: Callable[[Any], bool] | None = None,
+        progress: Callable[[Any], int] | None = None,
+        display_every: int = DISPLAY_EVERY,
+        on_checkpoint: Callable[[Path, bool], None] | None = None,
     ) -> None:
         self.population = population
         self.trainable = trainable
+        self.progress = progress or _env_steps
+        self.display_every = display_every
+        self.on_checkpoint = on_checkpoint
         self.run = run
         self.max_steps = max_steps
         self.evo_steps = evo_steps
@@ -62,7 +74,7 @@ class PopulationLoop:
         self.label = label
         state = run.resume_state
         self.env_steps: int = (
-            state.total_steps if state else sum(int(agent.steps) for agent in population)
+            state.total_steps if state else sum(self.progress(agent) for agent in population)
         )
         self.generation: int = state.generation if state else 0
         self.solved_at_step: int | None = state.solved_at_step if state else None
@@ -98,32 +110,57 @@ class PopulationLoop:
 
     def next_evaluation(self, agent: Any) -> int:
         """The agent's step count at which it is next evaluated."""
-        return min(self.max_steps, (agent.steps // self.evo_steps + 1) * self.evo_steps)
+        done = self.progress(agent)
+        return min(self.max_steps, (done // self.evo_steps + 1) * self.evo_steps)
+
+    def evolution_due(self, every: int | None) -> bool:
+        """Whether the generation just ended crossed a multiple of ``every`` steps.
+
+        ``None`` evolves after every generation; otherwise the population
+        evolves at the first evaluation past each multiple of ``every``.
+        """
+        if every is None:
+            return True
+        done = max(self.progress(agent) for agent in self.population)
+        started = (done - 1) // self.evo_steps * self.evo_steps
+        return done // every > started // every
 
     def interrupted(self) -> bool:
-        """A stop signal arrived or the wall-time budget is spent."""
-        return self.run.stop_requested is not None or self.run.out_of_time()
+        """A stop signal arrived or the wall-time budget is spent (checked between steps)."""
+        return self._stopping()
+
+    def _stopping(self) -> bool:
+        """Whether to stop now; in a multi-process run (``run.stop_agreement`` set) the
+        processes agree: one that stops makes them all stop at the same step."""
+        local = self.run.stop_requested is not None or self.run.out_of_time()
+        if self.run.stop_agreement is None:
+            return local
+        agreed = self.run.stop_agreement(local)
+        if agreed and not local:
+            self.run.stop_requested = "peer"
+        return agreed
 
     def advance(self, steps: int) -> None:
         """Count ``steps`` env steps just taken; refresh the display now and then."""
         self.env_steps += steps
-        if self.run.progress is not None and self.env_steps - self._shown_steps >= DISPLAY_EVERY:
+        if (
+            self.run.progress is not None
+            and self.env_steps - self._shown_steps >= self.display_every
+        ):
             self._shown_steps = self.env_steps
             self.run.progress.update(self.env_steps, self.steps_per_second())
 
     def finished(self) -> bool:
         """Whether the run should stop (and why, in :attr:`status`)."""
         if self.status is None:
-            if self.run.stop_requested is not None:
-                self.status = "interrupted"
-            elif self.run.out_of_time():
-                self.status = "time_limit"
+            if self._stopping():
+                self.status = "interrupted" if self.run.stop_requested else "time_limit"
             elif not any(self._has_budget(agent) for agent in self.population):
                 self.status = "completed"
         return self.status is not None
 
     def _has_budget(self, agent: Any) -> bool:
-        if agent.steps >= self.max_steps:
+        if self.progress(agent) >= self.max_steps:
             return False
         return self.trainable(agent) if self.trainable is not None else True
 
@@ -136,7 +173,7 @@ class PopulationLoop:
         for agent, score, extra in zip(self.population, fitness, details, strict=True):
             row = {
                 "step": total,
-                "agent_steps": int(agent.steps),
+                "agent_steps": self.progress(agent),
                 "wall_seconds": round(wall, 3),
                 "generation": self.generation,
                 "agent": agent.index,
@@ -182,11 +219,18 @@ class PopulationLoop:
         """Evolve unless the run is over for good (a stopped run evolves, so resuming is exact)."""
         return self.status not in FINAL_STATUSES
 
-    def evolve(self, tournament: Any, mutation: Any) -> None:
-        """Tournament selection then mutation; the lineage goes to ``hpo.csv`` and the display."""
-        population, rows = Evolution(tournament, mutation).evolve(
-            self.population, generation=self.generation, step=self.env_steps
-        )
+    def evolve(self, tournament: Any, mutation: Any, *, in_place: bool = False) -> None:
+        """Tournament selection then mutation; the lineage goes to ``hpo.csv`` and the display.
+
+        Args:
+            tournament: Selection operator.
+            mutation: Mutation operator.
+            in_place: Members keep their objects and slots and load their parents'
+                states (members sharing one base model); otherwise winners are cloned.
+        """
+        evolution = Evolution(tournament, mutation)
+        evolve = evolution.evolve_in_place if in_place else evolution.evolve
+        population, rows = evolve(self.population, generation=self.generation, step=self.env_steps)
         record_lineage(self.run, self.generation, self.env_steps, population, rows)
         self.population = population
 
@@ -214,6 +258,17 @@ class PopulationLoop:
         self.status = "interrupted"
         return True
 
+    def stop_mid_generation(self) -> None:
+        """Stop now, checkpointing where every member stands (the generation unevaluated).
+
+        For members whose next step depends only on their step count and the
+        RNG: a resumed run trains the members that had not reached the
+        evaluation on to it, exactly as an uninterrupted run would have.
+        """
+        self.status = "interrupted" if self.run.stop_requested else "time_limit"
+        if self.last_checkpoint_step != self.env_steps:
+            self.save_checkpoint()
+
     def after_generation(self) -> None:
         """Checkpoint after every generation, or each time steps cross ``checkpoint_every``."""
         if self.checkpoint_every is None:
@@ -239,17 +294,25 @@ class PopulationLoop:
         )
 
     def save_checkpoint(self) -> None:
-        """Checkpoint every agent and the loop state (if the run has a checkpoint manager)."""
+        """Checkpoint every agent and the loop state (if the run has a checkpoint manager).
+
+        In a multi-process run every process gathers the agents' states (a
+        sharded agent's state is a collective); the one with the manager writes.
+        """
+        collective = self.run.stop_agreement is not None
+        if self.run.checkpoints is None and not collective:
+            return
+        states = [agent.state_dict() for agent in self.population]
         if self.run.checkpoints is None:
+            self.last_checkpoint_step = self.env_steps  # as the writing process records it
             return
         memories = self.run.memory_provider() if self.run.memory_provider is not None else None
-        self.run.checkpoints.save(
-            self.env_steps,
-            [agent.state_dict() for agent in self.population],
-            self.loop_state(),
-            memories=memories,
+        where = self.run.checkpoints.save(
+            self.env_steps, states, self.loop_state(), memories=memories
         )
         self.last_checkpoint_step = self.env_steps
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(where, self.status in FINAL_STATUSES)
 
     def result(self) -> LoopResult:
         """The run's outcome so far (final fitness: the best agent's last evaluation)."""
@@ -281,6 +344,10 @@ class PopulationLoop:
             self.save_checkpoint()
         self.run.last_result = self.result()
         return self.run.last_result
+
+
+def _env_steps(agent: Any) -> int:
+    return int(agent.steps)
 
 
 def hyperparameters(agent: Any) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import math
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,9 @@ class RunContext:
             (when the manifest asks to store it), else ``None``.
         operators_provider: Returns the selection and mutation operators' RNG
             states for checkpoints (evolutionary HPO), else ``None``.
+        stop_agreement: In a multi-process run, takes this process's "stop now"
+            and returns whether any process stops (a collective every process
+            calls at the same step); ``None`` in one process.
     """
 
     run_dir: RunDirectory | None = None
@@ -60,6 +64,7 @@ class RunContext:
     last_result: LoopResult | None = None
     memory_provider: Any = None
     operators_provider: Any = None
+    stop_agreement: Callable[[bool], bool] | None = None
     started: float = field(default_factory=time.perf_counter)
 
     @classmethod

@@ -116,7 +116,7 @@ class BanditMembers(Members):
     reward curves ``plots/regret.png`` draws at the end.
     """
 
-    drops_partial_generation = False
+    partial_generation = "keep"
 
     def __init__(
         self,

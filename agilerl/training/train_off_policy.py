@@ -125,7 +125,7 @@ class OffPolicyMembers(EnvMembers):
     are the loop's (checkpointed with it).
     """
 
-    drops_partial_generation = False
+    partial_generation = "keep"
 
     def __init__(
         self,

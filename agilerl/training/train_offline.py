@@ -135,7 +135,7 @@ class OfflineMembers(Members):
     partial generation (the memory is the dataset, read again on resume).
     """
 
-    drops_partial_generation = False
+    partial_generation = "keep"
 
     def __init__(
         self,

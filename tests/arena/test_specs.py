@@ -164,7 +164,6 @@ def test_paradigm_flags_are_class_level() -> None:
     [
         ("RainbowDQN", {"v_min": 10, "v_max": 0}, "v_min"),
         ("GRPO", {"group_size": 2, "clip_coef": [0.1, 0.2]}, "clip_coef"),
-        ("GRPO", {"group_size": 2, "use_vllm": True}, "vllm_config"),
         ("GRPO", {"group_size": 2, "answer_continuation": True}, "constrain_answer_pattern"),
         ("GRPO", {"group_size": 2, "constrain_answer_pattern": "^x"}, "anchored"),
         ("GRPO", {"group_size": 2, "constrain_answer_pattern": "(x"}, "regular expression"),

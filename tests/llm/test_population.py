@@ -109,7 +109,8 @@ def test_hpo_run_writes_lineage(tmp_path: Path, make_spec, make_env, tokenizer) 
     # the same lineage columns as every RL run: two evolutions of two members
     assert rows[0].startswith("generation,step,index,parent,elite,parent_fitness,mutation,detail")
     assert len(rows) == 5 and "hp_lr" in rows[0] and "hp_beta" in rows[0]
-    assert (tmp_path / "checkpoints" / "step_000000000003" / "adapter_1").is_dir()
+    # checkpoints are named by the population's steps: 3 batches of 2 members
+    assert (tmp_path / "checkpoints" / "step_000000000006" / "adapter_1").is_dir()
 
 
 @pytest.mark.slow

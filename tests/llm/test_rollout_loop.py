@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -128,21 +129,60 @@ def test_a_multi_turn_entrypoint_env_appends_observations(
     assert torch.isfinite(torch.tensor(agent.learn(samples)["loss"]))
 
 
-def test_vllm_or_async_without_cuda_is_refused(compose, tiny_model_dir) -> None:
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        (
+            ["training.rollout_mode=async", "training.rollout_engines_per_agent=1"],
+            r"training.rollout_mode=async: .* set training.rollout_mode=colocated",
+        ),
+        (["training.weight_sync_interval=2"], r"training.weight_sync_interval: only vLLM"),
+        (
+            ["+algorithm.vllm_config={gpu_memory_utilization: 0.5}"],
+            r"algorithm.vllm_config: only vLLM .* algorithm.use_vllm=true",
+        ),
+        (
+            ["algorithm.use_vllm=true", "network.lora_config=null"],
+            r"set network.lora_config",
+        ),
+        (
+            ["algorithm.use_vllm=true", "+network.lora_config.modules_to_save=[lm_head]"],
+            r"network.lora_config.modules_to_save=\['lm_head'\]: vLLM serves LoRA",
+        ),
+        (
+            ["algorithm.use_vllm=true", "training.weight_sync_backend=nccl"],
+            r"training.weight_sync_backend=nccl needs full-weight syncing",
+        ),
+    ],
+)
+def test_rollout_engine_settings_that_cannot_act_are_refused(
+    compose, tiny_model_dir, overrides: list[str], match: str
+) -> None:
     from agilerl.strategies.llm import check_rollout_engine
 
     cfg = compose(
         "experiment=grpo_countdown",
         f"network.pretrained_model_name_or_path={tiny_model_dir}",
-        "training.rollout_mode=async",
-        "training.rollout_engines_per_agent=1",
-        "+algorithm.use_vllm=true",
-        "+algorithm.vllm_config={gpu_memory_utilization: 0.5}",
+        *overrides,
     )
     manifest = TrainingManifest.from_dict(split_config(cfg)[0])
-    with pytest.raises(
-        ConfigError, match=r"use_vllm=true and training.rollout_mode=async needs .*vllm"
-    ):
+    # local=False: the refusals that hold on any machine (vLLM itself need not be installed)
+    with pytest.raises(ConfigError, match=match):
+        check_rollout_engine(manifest.algorithm, manifest.training, local=False)
+
+
+def test_use_vllm_without_vllm_installed_names_the_install(compose, tiny_model_dir) -> None:
+    from agilerl.strategies.llm import check_rollout_engine
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed here")
+    cfg = compose(
+        "experiment=grpo_countdown",
+        f"network.pretrained_model_name_or_path={tiny_model_dir}",
+        "algorithm.use_vllm=true",
+    )
+    manifest = TrainingManifest.from_dict(split_config(cfg)[0])
+    with pytest.raises(ConfigError, match=r"use_vllm=true needs vLLM: bash scripts/install_vllm"):
         check_rollout_engine(manifest.algorithm, manifest.training)
 
 

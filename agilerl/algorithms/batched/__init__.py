@@ -12,7 +12,7 @@ A group has ``members``, ``slots``, ``act(obs, epsilons, greedy)``,
 its ``(*_group_key, GroupClass)`` pair to ``_KEYS``; its group must compute
 its loss with the algorithm's own loss function (as :class:`DQNGroup` calls
 :func:`agilerl.algorithms.dqn.dqn_loss` and :class:`PPOGroup`
-:func:`agilerl.algorithms.ppo.ppo_objective`) and draw random numbers from each
+:func:`agilerl.algorithms.core.ppo_objective.ppo_objective`) and draw random numbers from each
 member's own generator, so that members learn exactly as they would alone.
 """
 

@@ -4,7 +4,7 @@ The group holds the members' parameters (actor and critic, the layout of
 each member's flat Adam buffer) as rows of one ``[N, P]`` tensor and their
 Adam moments in a :class:`~agilerl.networks.stacked.StackedAdam`. Acting is
 one stacked forward of actor and critic for every member's sub-envs; a
-minibatch update is one call of :func:`agilerl.algorithms.ppo.ppo_objective`
+minibatch update is one call of :func:`agilerl.algorithms.core.ppo_objective.ppo_objective`
 on ``[N, B]`` tensors, one backward and one optimizer step. Per-member
 hyperparameters (``clip_coef``, ``ent_coef``, ``vf_coef``,
 ``value_clip_coef``, ``max_grad_norm``, ``lr`` and its schedule,
@@ -29,7 +29,8 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from agilerl.algorithms.ppo import PPO, PPOCoefs, ppo_objective
+from agilerl.algorithms.core.ppo_objective import PPOCoefs, kl_stops, ppo_objective
+from agilerl.algorithms.ppo import PPO
 from agilerl.components.rollout_buffer import RolloutBuffer, gae
 from agilerl.networks import distributions as D
 from agilerl.networks.fastgrad import joined_chain
@@ -401,8 +402,7 @@ class PPOGroup:
             if diagnosed[r]:
                 member_stats[3], member_stats[4] = values[-2][j], values[-1][j]
             self.members[r]._check_finite(member_stats, epoch, index)
-            target = self.members[r].spec.target_kl
-            if target is not None and member_stats[3] > 1.5 * target:
+            if kl_stops(member_stats[3], self.members[r].spec.target_kl):
                 stop.add(r)
             stats.append(member_stats)
         if len(stop) == len(rows):

@@ -1,33 +1,34 @@
-"""The teacher-forced LLM loop (SFT and DPO): batches of dataset rows, evaluation, checkpoints.
+"""The teacher-forced LLM loop (SFT and DPO) on the population engine.
 
 One loop for both objectives; the algorithm's loss is the only difference.
 A *step* is one batch of ``batch_size`` rows (one :meth:`learn` call, which
 itself may take several optimizer steps through mini-batches and
 ``update_epochs``). Training stops after ``max_steps`` batches or
-``num_epochs`` passes over the training split, whichever comes first.
+``num_epochs`` passes over the training split, whichever comes first. Every
+``evaluation_interval`` batches each member's held-out loss (SFT) or reward
+margin (DPO) is its fitness; evolution, checkpoints and ``metrics.csv`` are
+the engine's (:func:`~agilerl.training.engine.run_population`).
 
-The data position (epoch, batch within the epoch), every agent's trainable
-tensors and optimizer state, and the RNG states are checkpointed, so a
-resumed run continues exactly where the interrupted one stopped. Each
-checkpoint also holds the adapters in peft's format
-(``peft.PeftModel.from_pretrained`` loads them) and, per
+A member's data position (epoch, batch within the epoch) follows from its
+batch count, and every checkpoint holds each member's trainable tensors,
+optimizer state and the RNG states, so a resumed run continues exactly where
+the interrupted one stopped. Each checkpoint also holds the adapters in
+peft's format (``peft.PeftModel.from_pretrained`` loads them) and, per
 ``CheckpointExportSpec``, a merged model.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 from typing import Any
 
 from agilerl.arena.models.training import CheckpointExportSpec
-from agilerl.hpo.evolution import Evolution
 from agilerl.llm.datasets import LLMDatasetEnv
-from agilerl.logging.run_dir import RunDirectory
-from agilerl.training.checkpointing import CheckpointManager
-from agilerl.training.llm.loop_state import LLMLoopState
-from agilerl.training.results import LoopResult
+from agilerl.training.engine import run_population
+from agilerl.training.llm.members import LLMMembers, llm_run_context
+from agilerl.training.population_loop import PopulationLoop
+from agilerl.training.results import LoopResult, mean_metrics
 from agilerl.training.run_context import RunContext
 
 
@@ -38,33 +39,59 @@ def fitness_of(agent: Any, metrics: dict[str, float]) -> float:
     return -metrics["loss"]
 
 
-def _batches_per_epoch(env: LLMDatasetEnv, batch_size: int) -> int:
-    return math.ceil(len(env.train.rows) / batch_size)
+class DatasetMembers(LLMMembers):
+    """SFT/DPO members: learn from the batches of the training split in a seeded order.
 
+    Args:
+        env: The dataset env (train and test splits).
+        batch_size: Rows per batch (the population's first member's).
+        seed: Seed of the per-epoch row order.
+        export: Exports beside each checkpoint.
+        stop_after: See :class:`LLMMembers`.
+    """
 
-def _context(run: RunContext | None, run_dir: str | Path | None, resume: bool) -> RunContext:
-    if run is not None:
-        return run
-    if run_dir is None:
-        return RunContext.ephemeral()
-    directory = RunDirectory(run_dir)
-    context = RunContext(
-        run_dir=directory, checkpoints=CheckpointManager(directory.checkpoints_dir)
-    )
-    if resume and context.checkpoints.latest_dir() is not None:
-        agents, loop_state, _ = context.checkpoints.load_latest()
-        loop_state.extra["agents"] = agents
-        context.resume_state = loop_state
-    return context
+    def __init__(
+        self,
+        env: LLMDatasetEnv,
+        batch_size: int,
+        seed: int,
+        export: CheckpointExportSpec | None,
+        stop_after: int | None,
+    ) -> None:
+        super().__init__(export, stop_after)
+        self.env, self.batch_size, self.seed = env, batch_size, seed
+        self.per_epoch = math.ceil(len(env.train.rows) / batch_size)
+        self._order: tuple[int, list[int]] | None = None
 
+    def rows(self, batch: int) -> list[Any]:
+        """The training rows of batch number ``batch`` (epochs wrap around)."""
+        epoch, cursor = divmod(batch, self.per_epoch)
+        if self._order is None or self._order[0] != epoch:
+            self._order = (epoch, self.env.order(epoch, self.seed))
+        picked = self._order[1][cursor * self.batch_size : (cursor + 1) * self.batch_size]
+        return [self.env.train.rows[j] for j in picked]
 
-def _export(
-    population: list[Any], where: Path, export: CheckpointExportSpec, *, final: bool, best: int
-) -> None:
-    for i, agent in enumerate(population):
-        agent.export(where / f"adapter_{i}")
-        if export.should_merge(is_final=final, is_best=i == best):
-            agent.export(where / f"merged_{i}", merged=True)
+    def train(self, slot: int, agent: Any, until: int, loop: PopulationLoop) -> dict[str, Any]:
+        """Learn batch after batch until ``until`` batches (or a stop)."""
+        stats = []
+        while agent.batches < until and not self.stopping(loop):
+            stats.append(agent.learn(self.rows(agent.batches), self.env))
+            loop.advance(1)
+            loop.run.sinks.log(
+                {f"agent_{agent.index}/train_{k}": v for k, v in stats[-1].items()},
+                loop.total_steps,
+            )
+        return {f"train_{k}": v for k, v in mean_metrics(stats).items()}
+
+    def evaluate(self, population: list[Any], generation: int) -> list[tuple[float, dict]]:
+        """Each member's held-out metrics and fitness (see :func:`fitness_of`)."""
+        scored = []
+        for agent in population:
+            metrics = agent.evaluate(self.env.test.rows, self.env, batch_size=self.batch_size)
+            fitness = fitness_of(agent, metrics)
+            agent.fitness.append(fitness)
+            scored.append((fitness, metrics))
+        return scored
 
 
 def train_llm_dataset(
@@ -92,8 +119,9 @@ def train_llm_dataset(
         env: The dataset env (train and test splits).
         max_steps: Batches per agent; ``None`` runs ``num_epochs`` passes.
         num_epochs: Passes over the training split; ``None`` runs ``max_steps`` batches.
-        evaluation_interval: Batches between held-out evaluations.
-        checkpoint_steps: Batches between checkpoints (one more at the end).
+        evaluation_interval: Batches between held-out evaluations (and one at the end).
+        checkpoint_steps: Population batches between checkpoints, at the first
+            evaluation past each multiple (``None``: after every evaluation).
         checkpoint_export: Adapter-only or merged exports (default: adapters).
         evo_steps: Batches between evolutions (at the first evaluation past
             each multiple; default: every evaluation).
@@ -102,67 +130,28 @@ def train_llm_dataset(
         run: Run context from the trainer; otherwise one is made for ``run_dir``.
         run_dir: Run directory for metrics and checkpoints when called directly.
         resume: Continue from the newest checkpoint in ``run_dir``.
-        stop_after: Stop (as if interrupted, after a checkpoint) once this many
-            batches are done; for tests and preemption drills.
+        stop_after: Stop (as if interrupted, after a checkpoint) once the
+            population has taken this many batches; for tests and preemption drills.
         env_factory: The trainer's env factory; unused (the env holds every split).
 
     Returns:
         The loop's result (unpacks as ``population, fitnesses``).
+
+    Raises:
+        ValueError: If neither ``max_steps`` nor ``num_epochs`` is set.
     """
     if max_steps is None and num_epochs is None:
         raise ValueError("set max_steps or num_epochs")
-    export = checkpoint_export or CheckpointExportSpec()
-    context = _context(run, run_dir, resume)
-    batch_size = population[0].spec.batch_size
-    per_epoch = _batches_per_epoch(env, batch_size)
+    del env_factory
+    context = llm_run_context(population, run, run_dir, resume)
+    spec = population[0].spec
+    members = DatasetMembers(env, spec.batch_size, spec.seed, checkpoint_export, stop_after)
     total = min(
         max_steps if max_steps is not None else math.inf,
-        num_epochs * per_epoch if num_epochs is not None else math.inf,
+        num_epochs * members.per_epoch if num_epochs is not None else math.inf,
     )
-    seed = population[0].spec.seed
-    state = LLMLoopState.start(context, population, "batches")
-    evolution = Evolution(tournament, mutation) if tournament and mutation else None
-
-    def save(final: bool) -> None:
-        if context.checkpoints is None:
-            return
-        where = context.checkpoints.save(
-            state.done,
-            [a.checkpoint_state() for a in population],
-            state.resume_state(context, len(population)),
-        )
-        _export(population, where, export, final=final, best=state.best_agent())
-
-    def evaluate() -> None:
-        rows = []
-        for i, agent in enumerate(population):
-            metrics = agent.evaluate(env.test.rows, env, batch_size=batch_size)
-            state.fitnesses[i] = fitness_of(agent, metrics)
-            agent.fitness.append(state.fitnesses[i])
-            rows.append({"step": state.done, "agent": i, **metrics, "fitness": state.fitnesses[i]})
-        state.record_evaluation(context, rows)
-
-    started, start_done = time.perf_counter(), state.done
-    while state.done < total:
-        epoch, cursor = divmod(state.done, per_epoch)
-        order = env.order(epoch, seed)
-        rows = [env.train.rows[j] for j in order[cursor * batch_size : (cursor + 1) * batch_size]]
-        for agent in population:
-            metrics = agent.learn(rows, env)
-        state.done += 1
-        done = state.done
-        context.sinks.log({f"train/{k}": v for k, v in metrics.items()}, done)
-        if done % evaluation_interval == 0 or done == total:
-            evaluate()
-            if done < total:
-                state.evolve(context, population, evolution, evo_steps or 1)
-        if context.progress is not None:
-            rows_per_second = (done - start_done) * batch_size / (time.perf_counter() - started)
-            context.progress.update(done, rows_per_second)
-        stopping = stop_after is not None and done >= stop_after
-        stopping = stopping or context.stop_requested is not None or context.out_of_time()
-        if (checkpoint_steps and done % checkpoint_steps == 0) or stopping or done == total:
-            save(final=done == total)
-        if stopping:
-            break
-    return state.result(context, population, total, stop_after)
+    return run_population(
+        population, members, context, max_steps=int(total), evo_steps=evaluation_interval,
+        checkpoint=checkpoint_steps, tournament=tournament, mutation=mutation,
+        evolve_every=evo_steps, label=f"{spec.name} dataset",
+    )  # fmt: skip

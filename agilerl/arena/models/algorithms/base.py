@@ -305,23 +305,23 @@ class RolloutLLMSpec(LLMAlgorithmSpec):
     cosine_lr_schedule_config: CosineLRScheduleConfig | None = Field(
         None, description="Cosine learning-rate schedule."
     )
-    vllm_config: VLLMConfig | None = Field(None, description="vLLM engine settings.")
+    vllm_config: VLLMConfig | None = Field(
+        None, description="vLLM engine settings (null: the defaults; only with use_vllm)."
+    )
     use_vllm: bool = Field(
-        False, description="Generate with vLLM (needs a GPU); true needs vllm_config."
+        False,
+        description="Generate with vLLM in the trainer process (CUDA, or the CPU build); "
+        "weights reach it as LoRA adapter files.",
     )
     vllm_importance_sampling_correction: bool = Field(
-        True, description="Correct for vLLM/trainer log-prob mismatch."
+        True,
+        description="Weight each generated token by min(pi_trainer / pi_vllm, cap): the "
+        "update's reference is the trainer's log-probs, the samples came from vLLM's.",
     )
     vllm_importance_sampling_cap: float = Field(2.0, ge=0.0, description="Cap of that correction.")
 
     def _max_output_tokens(self) -> int | None:
         return self.max_output_tokens
-
-    @model_validator(mode="after")
-    def _vllm(self) -> RolloutLLMSpec:
-        if self.use_vllm and self.vllm_config is None:
-            raise ValueError("use_vllm: true needs vllm_config (engine settings)")
-        return self
 
 
 class BanditSpec(SingleAgentAlgorithmSpec):

@@ -98,11 +98,11 @@ def ent_coef_field(default: float, description: str = "Entropy bonus coefficient
     return mutable_field(default, ge=0.0, le=1.0, low=0.001, high=0.1, description=description)
 
 
-def vf_coef_field(default: float) -> Any:
-    """The value loss weight; explored over 0.35..0.65."""
+def vf_coef_field(default: float, low: float = 0.35, high: float = 0.65) -> Any:
+    """The weight of the value loss ``mean((V - returns)^2)``; explored over ``low..high``."""
     return mutable_field(
-        default, ge=0.0, le=1.0, low=0.35, high=0.65, grow=1.15, shrink=0.85,
-        description="Value loss coefficient.",
+        default, ge=0.0, le=1.0, low=low, high=high, grow=1.15, shrink=0.85,
+        description="Value loss coefficient: the loss adds vf_coef * mean((V - returns)^2).",
     )  # fmt: skip
 
 

@@ -27,9 +27,16 @@ class IPPOSpec(MultiAgentAlgorithmSpec):
     action_std_init: float = Field(0.0, ge=0.0, description="Initial log-std of Gaussian policies.")
     clip_coef: float = clip_coef_field(0.2)
     ent_coef: float = ent_coef_field(0.01)
-    vf_coef: float = vf_coef_field(0.5)
+    # Half of PPO's 0.5: IPPO's value loss once carried its own 1/2; the shared objective
+    # (agilerl.algorithms.core.ppo_objective) does not, and 0.25 keeps IPPO's tuned balance.
+    vf_coef: float = vf_coef_field(0.25, low=0.175, high=0.325)
     max_grad_norm: float = max_grad_norm_field(0.5)
-    target_kl: float | None = Field(None, ge=0.0, description="Early-stop KL threshold.")
+    target_kl: float | None = Field(
+        None,
+        ge=0.0,
+        description="Stop the update before a minibatch whose approximate KL exceeds "
+        "1.5 * target_kl (as PPO).",
+    )
     update_epochs: int = update_epochs_field(4)
     action_batch_size: int | None = Field(None, ge=1, description="Agents per batched forward.")
     shared_critic_input: bool = Field(

@@ -24,7 +24,12 @@ class LLMPPOSpec(RolloutLLMSpec):
         5e-7, ge=0.0, le=1.0, low=1e-8, high=1e-3, alias="lr", description="Actor learning rate."
     )
     lr_critic: float | None = Field(5e-5, ge=0.0, le=1.0, description="Value-head learning rate.")
-    vf_coef: float = Field(0.5, ge=0.0, description="Value loss coefficient.")
+    vf_coef: float = Field(
+        0.25,
+        ge=0.0,
+        description="Value loss coefficient: the loss adds vf_coef * max((V - R)^2, "
+        "(V_clipped - R)^2) per generated token (no 1/2, as PPO).",
+    )
     clip_coef: float = Field(0.2, ge=0.0, le=1.0, description="Surrogate clipping range.")
     gamma: float = Field(1.0, ge=0.0, le=1.0, description="Discount across turns.")
     gae_lambda: float = Field(1.0, ge=0.0, le=1.0, description="GAE lambda.")

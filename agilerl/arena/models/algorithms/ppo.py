@@ -51,7 +51,10 @@ class PPOSpec(SingleAgentAlgorithmSpec):
     vf_coef: float = vf_coef_field(0.5)
     max_grad_norm: float = max_grad_norm_field(0.5)
     target_kl: float | None = Field(
-        None, ge=0.0, description="Stop the update early when the KL exceeds this."
+        None,
+        ge=0.0,
+        description="Stop the update before a minibatch whose approximate KL exceeds "
+        "1.5 * target_kl.",
     )
     update_epochs: int = update_epochs_field(10)
     rollout_buffer_config: dict[str, Any] | None = Field(
