@@ -180,3 +180,36 @@ def test_llm_trains_on_cuda_and_resumes_on_cpu(
     rows = list(csv.DictReader((run / "metrics.csv").open()))
     assert [int(r["step"]) for r in rows][-2:] == [2, 4]
     assert all(math.isfinite(float(r["fitness"])) for r in rows)
+
+
+@pytest.mark.llm
+@pytest.mark.vllm
+@pytest.mark.parametrize("mode", ["colocated", "async"])
+def test_grpo_generates_with_vllm_on_cuda(
+    train_composed, tmp_path: Path, monkeypatch, mode: str
+) -> None:
+    """CUDA vLLM (the official wheel: ``scripts/install_vllm.sh .venv-vllm cuda``), the
+    adapter synced through files: colocated in the trainer, and in an engine process of its
+    own generating a round ahead. Run there: ``.venv-vllm/bin/python -m pytest -m gpu``."""
+    pytest.importorskip("vllm")
+    from agilerl.llm.tiny import build_tiny_llm
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(REPO)
+    model = build_tiny_llm(tmp_path / "model")
+    overrides = [
+        *LLM_CASES["grpo"], f"network.pretrained_model_name_or_path={model}",
+        "algorithm.use_vllm=true", "training.max_steps=4",
+    ]  # fmt: skip
+    if mode == "async":
+        overrides += ["training.rollout_mode=async", "training.rollout_engines_per_agent=1"]
+    run = tmp_path / "run"
+    population, _ = train_composed(run, *overrides, seed=0, device=DEVICE)
+    assert json.loads((run / "summary.json").read_text())["status"] == "completed"
+    rounds = list(csv.DictReader((run / "rewards.csv").open()))
+    # colocated: a sync every round; async: the second round of each generation (two rounds
+    # between evaluations) is generated during the first one's update, one round stale
+    expected = [0, 0, 0, 0] if mode == "colocated" else [0, 1, 0, 1]
+    updates = population[0].num_updates // 4
+    assert [float(r["staleness"]) for r in rounds] == [e * updates for e in expected]
+    assert all(float(r["tokens_per_second"]) > 0 for r in rounds)

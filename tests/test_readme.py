@@ -310,6 +310,10 @@ CASES: dict[str, Case] = {
     ".venv-vllm/bin/python train.py experiment=grpo_countdown algorithm.use_vllm=true": Case(
         skip="needs the vLLM venv: tests/llm/test_vllm.py runs it there (-m vllm)"
     ),
+    ".venv-vllm/bin/python train.py experiment=grpo_countdown algorithm.use_vllm=true "
+    "training.rollout_mode=async training.rollout_engines_per_agent=1": Case(
+        skip="needs the vLLM venv: tests/llm/test_vllm.py runs it there (-m vllm)"
+    ),
     ".venv-vllm/bin/python -m pytest -q -m vllm": Case(skip="the vLLM tests themselves"),
     "python scripts/bench/grpo_vs_trl.py": Case(
         skip="a benchmark of minutes (needs trl, the bench extra); run by hand"

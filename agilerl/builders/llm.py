@@ -5,16 +5,22 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from agilerl.arena.models.algorithms import AlgorithmSpec, LLMAlgorithmSpec, RolloutLLMSpec
+from agilerl.arena.models.algorithms import (
+    AlgorithmSpec,
+    LLMAlgorithmSpec,
+    RolloutLLMSpec,
+    VLLMConfig,
+)
 from agilerl.builders.base import AlgorithmBuilder, apply_checkpoint
 from agilerl.builders.runtime import AlgorithmBuildRuntime
 
 COLOCATED_VLLM_DEFAULTS = {
     "max_num_seqs": 16,
-    "gpu_memory_utilization": 0.9,
     "tensor_parallel_size": 1,
     "sleep_mode": True,
 }
+"""``vllm_config`` of a colocated engine when the spec has none: it shares the trainer's
+device, so on CUDA it sleeps through updates (the CPU backend cannot)."""
 
 
 def to_peft_lora(lora: dict[str, Any]) -> Any:
@@ -102,9 +108,10 @@ class LLMBuilder(AlgorithmBuilder):
             raise ValueError("LLMBuilder.build needs a tokenizer")
         runtime = runtime or AlgorithmBuildRuntime(index=0)
         algo_cls = cls.checked_class(spec)
-        if isinstance(spec, RolloutLLMSpec) and rollout_mode == "colocated" and spec.use_vllm:
-            vllm = {**COLOCATED_VLLM_DEFAULTS, **(spec.vllm_engine_args or {})}
-            spec = spec.model_copy(update={"vllm_engine_args": vllm})
+        colocated = rollout_mode == "colocated" and isinstance(spec, RolloutLLMSpec)
+        if colocated and spec.use_vllm and spec.vllm_config is None:
+            config = VLLMConfig(**COLOCATED_VLLM_DEFAULTS)
+            spec = spec.model_copy(update={"vllm_config": config})
         if tokenizer.pad_token_id is None and getattr(tokenizer, "eos_token_id", None) is not None:
             tokenizer.pad_token = tokenizer.eos_token
         algo = algo_cls(

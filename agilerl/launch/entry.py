@@ -8,7 +8,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agilerl.arena.models.errors import EXIT_USER_ERROR, ConfigError
+from agilerl.arena.models.errors import (
+    EXIT_RUN_FAILED,
+    EXIT_USER_ERROR,
+    ConfigError,
+    RunFailure,
+)
 from agilerl.extras import missing_extra_error
 from agilerl.launch import register_resolvers
 
@@ -137,6 +142,9 @@ def _run_task(cfg: Any) -> float | None:
                 return train_manifest(manifest, options).best_fitness
             except KeyboardInterrupt:
                 _interrupted()
+            except RunFailure as failure:
+                print(f"error: {failure}", file=sys.stderr)
+                sys.exit(EXIT_RUN_FAILED)
         job.record("running", pid=os.getpid(), host=socket.gethostname())
         try:
             result = train_manifest(manifest, options)

@@ -106,10 +106,13 @@ class VLLMGenerator:
         self.versions: dict[int, int] = {}
         """Population slot -> the weight version (optimizer steps) vLLM serves."""
         self.active: int | None = None
+        self.context: tuple[int, int, int] = (0, 0, 0)
+        """``(slot, round, turn)`` of the next request (asynchronous engines seed by it)."""
         self.reuse_prefix_cache = False
         """Keep vLLM's prefix cache across rounds and syncs (set before the engine starts)."""
         self._published: dict[int, int] = {}
         self._rounds: dict[int, int] = {}
+        self._asleep = False
 
     @property
     def llm(self) -> Any:
@@ -180,18 +183,69 @@ class VLLMGenerator:
         """Optimizer steps ``agent`` has taken since the version vLLM serves for it."""
         return int(agent.num_updates) - self.versions.get(int(agent.index), int(agent.num_updates))
 
-    def _lora(self) -> Any:
+    def served_state(self, slot: int) -> dict[str, Any] | None:
+        """What slot ``slot`` is served, as plain data for a checkpoint (``None``: nothing).
+
+        A stop between syncs leaves the served adapter behind the live weights;
+        a resumed run must sample with that adapter until its next sync, so the
+        checkpoint carries the adapter's files, its version and the rounds
+        sampled since it was published.
+        """
+        if slot not in self.adapters:
+            return None
+        from safetensors.torch import load_file
+
+        folder = self.adapters[slot][1]
+        files = {
+            p.name: (load_file(p) if p.suffix == ".safetensors" else p.read_text())
+            for p in sorted(folder.iterdir())
+            if p.is_file()
+        }
+        return {"version": self.versions[slot], "rounds": self._rounds.get(slot, 0), "files": files}
+
+    def restore_served(self, agent: Any, state: dict[str, Any]) -> None:
+        """Serve :meth:`served_state`'s adapter to ``agent``'s slot again (a resumed run).
+
+        The next :meth:`serve` publishes the live weights exactly when the
+        uninterrupted run would have (not at once, as after other loads).
+        """
+        from safetensors.torch import save_file
+
+        slot = int(agent.index)
+        folder = self.export_dir / f"agent_{slot}_v{self._next_id}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, content in state["files"].items():
+            if isinstance(content, dict):
+                save_file(content, str(folder / name))
+            else:
+                (folder / name).write_text(content)
+        old = self.adapters.get(slot)
+        self.adapters[slot] = (self._next_id, folder)
+        self._next_id += 1
+        self.versions[slot] = int(state["version"])
+        current = int(state["version"]) == int(agent.num_updates)
+        self._published[slot] = int(agent.weights_version) if current else -1
+        self._rounds[slot] = int(state["rounds"])
+        agent.weights_loaded = False
+        self.active = slot
+        if old is not None:
+            shutil.rmtree(old[1], ignore_errors=True)
+
+    def begin(self, slot: int, round_: int) -> None:
+        """Note the member and round the next requests belong to (turn 0)."""
+        self.context = (slot, round_, 0)
+
+    def lora(self) -> tuple[str, int, str] | None:
+        """``LoRARequest`` arguments of the served adapter (``None`` without LoRA)."""
         if self.spec.lora_config is None or self.active is None:
             return None
-        from vllm.lora.request import LoRARequest
-
         lora_id, folder = self.adapters[self.active]
-        return LoRARequest(f"agent_{self.active}_{lora_id}", lora_id, str(folder))
+        return (f"agent_{self.active}_{lora_id}", lora_id, str(folder))
 
-    def sampling_params(self, settings: SamplingSettings, prompt_len: int) -> Any:
-        """vLLM ``SamplingParams`` equal to the HF sampler's settings for one prompt."""
-        from vllm import SamplingParams
-
+    def sampling_kwargs(
+        self, settings: SamplingSettings, prompt_len: int, seed: int
+    ) -> dict[str, Any]:
+        """vLLM ``SamplingParams`` arguments equal to the HF sampler's settings for one prompt."""
         budget = max(1, min(settings.max_new_tokens, settings.max_model_len - prompt_len))
         config = self.spec.vllm_config
         kwargs: dict[str, Any] = {
@@ -202,9 +256,7 @@ class VLLMGenerator:
             "stop": list(settings.stop_strings or []) or None,
             "include_stop_str_in_output": True,
             "skip_special_tokens": True,
-            # A seed from torch's RNG: the same run samples the same completions, and a
-            # resumed run (torch RNG restored) samples what the uninterrupted one would.
-            "seed": int(torch.randint(0, 2**31 - 1, ()).item()),
+            "seed": seed,
         }
         if settings.greedy:
             kwargs.update(temperature=0.0)
@@ -220,30 +272,58 @@ class VLLMGenerator:
                 presence_penalty=config.presence_penalty,
                 frequency_penalty=config.frequency_penalty,
             )
-        return SamplingParams(**kwargs)
+        return kwargs
 
-    @torch.no_grad()
+    def seed(self, index: int) -> int:
+        """Sampling seed of the ``index``-th prompt of a call: drawn from torch's RNG, so the
+        same run samples the same completions and a resumed run (RNG restored) samples
+        what the uninterrupted one would."""
+        del index
+        return int(torch.randint(0, 2**31 - 1, ()).item())
+
+    def generate(
+        self, prompts: list[list[int]], params: list[dict[str, Any]]
+    ) -> list[tuple[list[int], list[float]]]:
+        """Token ids and sampler log-probs of one completion per prompt."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+        from vllm.lora.request import LoRARequest
+
+        lora = self.lora()
+        llm = self.llm
+        if self._asleep:
+            llm.wake_up()
+            self._asleep = False
+        outputs = llm.generate(
+            [TokensPrompt(prompt_token_ids=list(p)) for p in prompts],
+            [SamplingParams(**p) for p in params],
+            lora_request=LoRARequest(*lora) if lora is not None else None,
+            use_tqdm=False,
+        )
+        if self.sleeps:  # give the update the engine's memory back until the next rollout
+            llm.sleep(level=1)
+            self._asleep = True
+        return [completion_of(output) for output in outputs]
+
+    @property
+    def sleeps(self) -> bool:
+        """Whether the engine sleeps between rollouts (``vllm_config.sleep_mode``, CUDA only:
+        level 1 moves the weights to host memory and drops the KV cache)."""
+        config = self.spec.vllm_config
+        return bool(config is not None and config.sleep_mode and torch.cuda.is_available())
+
     def __call__(
         self, model: Any, tokenizer: Any, prompts: list[list[int]], settings: SamplingSettings
     ) -> list[Completion]:
         """One completion per prompt with the served adapter (``model`` is not used)."""
-        from vllm.inputs import TokensPrompt
-
         del model
-        requests = [TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
-        params = [self.sampling_params(settings, len(p)) for p in prompts]
-        outputs = self.llm.generate(requests, params, lora_request=self._lora(), use_tqdm=False)
-        completions = []
-        for output in outputs:
-            sampled = output.outputs[0]
-            ids = list(sampled.token_ids)
-            logps = [
-                float(step[token].logprob)
-                for token, step in zip(ids, sampled.logprobs, strict=True)
-            ]
-            text = tokenizer.decode(ids, skip_special_tokens=True)
-            completions.append(Completion(ids=ids, logps=logps, text=text))
-        return completions
+        params = [
+            self.sampling_kwargs(settings, len(p), self.seed(i)) for i, p in enumerate(prompts)
+        ]
+        return [
+            Completion(ids=ids, logps=logps, text=tokenizer.decode(ids, skip_special_tokens=True))
+            for ids, logps in self.generate(prompts, params)
+        ]
 
     @classmethod
     def shared(cls, spec: Any) -> VLLMGenerator:
@@ -270,3 +350,11 @@ class VLLMGenerator:
 
 
 _SHARED: dict[tuple, VLLMGenerator] = {}
+
+
+def completion_of(output: Any) -> tuple[list[int], list[float]]:
+    """Token ids and their sampler log-probs of a vLLM ``RequestOutput``'s first completion."""
+    sampled = output.outputs[0]
+    ids = list(sampled.token_ids)
+    logps = [float(step[token].logprob) for token, step in zip(ids, sampled.logprobs, strict=True)]
+    return ids, logps

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -209,7 +210,33 @@ class LLMRolloutStrategy(LLMStrategy):
             kwargs["weight_sync_interval"] = training.weight_sync_interval
         if training.reuse_prefix_cache_across_syncs:
             kwargs["reuse_prefix_cache_across_syncs"] = True
+        if training.rollout_mode == "async":
+            kwargs.update(
+                rollout_mode="async",
+                rollout_engines=rollout_engines(training),
+                rollout_batch_size=training.rollout_batch_size,
+                engine_threads=engine_threads(training),
+            )
         return kwargs
+
+
+def rollout_engines(training: TrainingSpec) -> int:
+    """``rollout_engines_per_agent``; ``auto``: the CUDA devices the trainer leaves, else 1."""
+    if training.rollout_engines_per_agent != "auto":
+        return int(training.rollout_engines_per_agent)
+    import torch
+
+    spare = torch.cuda.device_count() - training.training_gpus_per_agent
+    return max(1, spare)
+
+
+def engine_threads(training: TrainingSpec) -> int | None:
+    """OpenMP threads per engine process: ``env_resource_ratio`` of the CPUs, split."""
+    if training.env_resource_ratio is None:
+        return None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    share = training.env_resource_ratio * (cpus or 1) / rollout_engines(training)
+    return max(1, int(share))
 
 
 def check_rollout_engine(
@@ -218,7 +245,8 @@ def check_rollout_engine(
     """Refuse rollout-engine settings this machine or this combination cannot honour.
 
     vLLM generation (``algorithm.use_vllm``) runs colocated in the trainer
-    process and receives a LoRA adapter through files after each weight sync.
+    process, or in engine processes of its own (``rollout_mode: async``), and
+    receives a LoRA adapter through files after each weight sync.
     ``local``: also check this machine (vLLM installed, CUDA where needed).
 
     Raises:
@@ -229,11 +257,27 @@ def check_rollout_engine(
     import torch
 
     use_vllm = bool(getattr(spec, "use_vllm", False))
-    if training.rollout_mode == "async":
+    cuda = torch.cuda.is_available()
+    if training.rollout_mode == "async" and not use_vllm:
         raise ConfigError(
-            "training.rollout_mode=async: asynchronous rollout engines (separate generation "
-            "processes) are not available; set training.rollout_mode=colocated, with "
-            "algorithm.use_vllm=true to generate with vLLM in the trainer process"
+            "training.rollout_mode=async runs vLLM engines in processes of their own; set "
+            "algorithm.use_vllm=true, or training.rollout_mode=colocated"
+        )
+    if training.rollout_version_stamp is not None:
+        raise ConfigError(
+            f"training.rollout_version_stamp={training.rollout_version_stamp}: weights are "
+            "synced between rounds, so every turn of an episode comes from one version and "
+            "'publish' and 'oldest_turn' stamp the same; remove the setting"
+        )
+    if local and training.training_gpus_per_agent > 1 and not cuda:
+        raise ConfigError(
+            f"training.training_gpus_per_agent={training.training_gpus_per_agent} needs CUDA "
+            "devices; on a CPU set it to 1"
+        )
+    if training.env_resource_ratio is not None and training.rollout_mode != "async":
+        raise ConfigError(
+            "training.env_resource_ratio sets the CPU share of asynchronous rollout engines; "
+            "set training.rollout_mode=async or remove it"
         )
     vllm_only = {
         "training.weight_sync_interval": training.weight_sync_interval is not None,
@@ -270,8 +314,26 @@ def check_rollout_engine(
             "instead (add it to network.lora_config.target_modules) or set "
             "algorithm.use_vllm=false"
         )
+    config = getattr(spec, "vllm_config", None)
+    if config is not None and config.sleep_mode:
+        if local and not cuda:
+            raise ConfigError(
+                "algorithm.vllm_config.sleep_mode=true releases GPU memory between rollouts; "
+                "vLLM's CPU backend cannot sleep: set it to false"
+            )
+        if training.rollout_mode == "async":
+            raise ConfigError(
+                "algorithm.vllm_config.sleep_mode=true: asynchronous engines generate while "
+                "the trainer learns, on devices of their own, so they never sleep; set it "
+                "to false or training.rollout_mode=colocated"
+            )
+        if config.sleep_mode_level != 1:
+            raise ConfigError(
+                f"algorithm.vllm_config.sleep_mode_level={config.sleep_mode_level} discards "
+                "the base weights, which LoRA syncing never sends again; set it to 1"
+            )
     if training.weight_sync_backend == "nccl":
-        reason = " and a CUDA device" if local and not torch.cuda.is_available() else ""
+        reason = " and a CUDA device" if local and not cuda else ""
         raise ConfigError(
             f"training.weight_sync_backend=nccl needs full-weight syncing{reason}; set "
             "training.weight_sync_backend=filesystem (LoRA adapters through files)"

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
+from agilerl.arena.models.errors import RunFailure
 from agilerl.training.population_loop import DISPLAY_EVERY, PopulationLoop
 from agilerl.training.results import LoopResult
 from agilerl.training.run_context import RunContext
@@ -192,7 +193,13 @@ def run_population(
             metrics, partial = [], False
             for slot, agent in enumerate(loop.population):
                 until = loop.next_evaluation(agent)
-                metrics.append(trainer.train(slot, agent, until, loop))
+                try:
+                    metrics.append(trainer.train(slot, agent, until, loop))
+                except RunFailure:
+                    if trainer.partial_generation == "resume":
+                        run.extra_state[STATE_KEY] = trainer.state_dict()
+                        loop.checkpoint_where_members_stand()
+                    raise
                 partial |= trainer.progress(agent) < until and trainer.can_train(agent)
             if partial and trainer.partial_generation == "resume":
                 run.extra_state[STATE_KEY] = trainer.state_dict()

@@ -266,6 +266,11 @@ class PopulationLoop:
         evaluation on to it, exactly as an uninterrupted run would have.
         """
         self.status = "interrupted" if self.run.stop_requested else "time_limit"
+        self.checkpoint_where_members_stand()
+
+    def checkpoint_where_members_stand(self) -> None:
+        """Checkpoint now unless the last checkpoint is at this step (see
+        :meth:`stop_mid_generation`; also before a :class:`RunFailure` is passed on)."""
         if self.last_checkpoint_step != self.env_steps:
             self.save_checkpoint()
 

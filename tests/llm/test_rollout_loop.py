@@ -134,8 +134,13 @@ def test_a_multi_turn_entrypoint_env_appends_observations(
     [
         (
             ["training.rollout_mode=async", "training.rollout_engines_per_agent=1"],
-            r"training.rollout_mode=async: .* set training.rollout_mode=colocated",
+            r"training.rollout_mode=async runs vLLM engines .* algorithm.use_vllm=true",
         ),
+        (
+            ["algorithm.use_vllm=true", "training.rollout_version_stamp=publish"],
+            r"training.rollout_version_stamp=publish: .* stamp the same",
+        ),
+        (["training.env_resource_ratio=0.5"], r"training.env_resource_ratio sets the CPU share"),
         (["training.weight_sync_interval=2"], r"training.weight_sync_interval: only vLLM"),
         (
             ["+algorithm.vllm_config={gpu_memory_utilization: 0.5}"],
@@ -152,6 +157,22 @@ def test_a_multi_turn_entrypoint_env_appends_observations(
         (
             ["algorithm.use_vllm=true", "training.weight_sync_backend=nccl"],
             r"training.weight_sync_backend=nccl needs full-weight syncing",
+        ),
+        (
+            [
+                "algorithm.use_vllm=true",
+                "+algorithm.vllm_config={sleep_mode: true, sleep_mode_level: 2}",
+            ],
+            r"algorithm.vllm_config.sleep_mode_level=2 discards the base weights",
+        ),
+        (
+            [
+                "algorithm.use_vllm=true",
+                "+algorithm.vllm_config={sleep_mode: true}",
+                "training.rollout_mode=async",
+                "training.rollout_engines_per_agent=1",
+            ],
+            r"asynchronous engines .* never sleep",
         ),
     ],
 )

@@ -1,4 +1,4 @@
-"""vLLM generation, colocated: the CPU build against HF generate, on the tiny model.
+"""vLLM generation, colocated and asynchronous: the CPU build against HF generate, tiny model.
 
 Run in the venv ``scripts/install_vllm.sh`` makes (``.venv-vllm/bin/python -m pytest -m vllm``);
 skipped where vLLM is not installed.
@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,8 @@ import torch
 pytest.importorskip("vllm")
 
 from agilerl.builders.llm import LLMBuilder
-from agilerl.training.llm.train_llm_rollout import train_llm_rollout
+from agilerl.llm import async_engines
+from agilerl.training.llm.train_llm_rollout import RolloutMembers, train_llm_rollout
 from tests.llm.test_grpo import rounds_to_target
 
 pytestmark = [pytest.mark.llm, pytest.mark.vllm]
@@ -96,12 +100,15 @@ def test_loop_records_versions_and_resumes_exactly(
     assert [float(r["staleness"]) for r in rewards] == [0.0, 2.0, 0.0, 2.0]
     assert all(float(r["tokens_per_second"]) > 0 for r in rewards)
 
+    # Stopped after round 0, between syncs: the checkpoint carries the served adapter, so
+    # the resumed run samples round 1 with v0 (not the live weights), as the straight one did.
     first = LLMBuilder.build(spec, tokenizer=left_tokenizer)
-    train_llm_rollout([first], digit_env, run_dir=tmp_path / "b", stop_after=2, **kwargs)
+    train_llm_rollout([first], digit_env, run_dir=tmp_path / "b", stop_after=1, **kwargs)
     second = LLMBuilder.build(spec, tokenizer=left_tokenizer)
     train_llm_rollout([second], digit_env, run_dir=tmp_path / "b", resume=True, **kwargs)
     resumed = list(csv.DictReader((tmp_path / "b" / "rewards.csv").open()))
     assert [r["reward"] for r in resumed] == [r["reward"] for r in rewards]
+    assert [r["weight_version"] for r in resumed] == [r["weight_version"] for r in rewards]
     a, b = straight.trainable_state(), second.trainable_state()
     assert all(torch.equal(a[k], b[k]) for k in a)
 
@@ -122,3 +129,144 @@ def test_the_readme_command_trains_with_vllm(tiny_model_dir: Path, tmp_path: Pat
     assert json.loads((tmp_path / "summary.json").read_text())["status"] == "completed"
     rounds = list(csv.DictReader((tmp_path / "rewards.csv").open()))
     assert [r["staleness"] for r in rounds] == ["0.0", "0.0"]  # a sync every round
+
+
+def _async_spec(make_rollout_spec: Any) -> Any:
+    return make_rollout_spec(
+        "GRPO", lm_head=False, use_vllm=True, lora_config=QV, group_size=4, batch_size=2,
+        max_output_tokens=8,
+    )  # fmt: skip
+
+
+def test_async_engine_generates_ahead_with_bounded_staleness_and_resumes_exactly(
+    make_rollout_spec, digit_env, left_tokenizer, tmp_path: Path, monkeypatch
+) -> None:
+    spec = _async_spec(make_rollout_spec)
+    kwargs = {
+        "max_steps": 4, "evaluation_interval": 4, "rollout_mode": "async", "rollout_engines": 1,
+    }  # fmt: skip
+    straight = LLMBuilder.build(spec, tokenizer=left_tokenizer)
+    train_llm_rollout([straight], digit_env, run_dir=tmp_path / "a", **kwargs)
+    rewards = list(csv.DictReader((tmp_path / "a" / "rewards.csv").open()))
+    # Round 1 is generated on demand; each later one while the previous round is learnt
+    # from, by the version published before that update: one round (2 updates) stale.
+    assert [float(r["staleness"]) for r in rewards] == [0.0, 2.0, 2.0, 2.0]
+    assert [float(r["weight_version"]) for r in rewards] == [0.0, 0.0, 2.0, 4.0]
+
+    def resumed_equals_straight(run: Path) -> None:
+        again = LLMBuilder.build(spec, tokenizer=left_tokenizer)
+        train_llm_rollout([again], digit_env, run_dir=run, resume=True, **kwargs)
+        resumed = list(csv.DictReader((run / "rewards.csv").open()))
+        for column in ("reward", "weight_version", "staleness"):
+            assert [r[column] for r in resumed] == [r[column] for r in rewards], column
+        a, b = straight.trainable_state(), again.trainable_state()
+        assert all(torch.equal(a[k], b[k]) for k in a)
+
+    # A stop after round 2, with round 3 generated ahead: the checkpoint carries it.
+    first = LLMBuilder.build(spec, tokenizer=left_tokenizer)
+    part = train_llm_rollout([first], digit_env, run_dir=tmp_path / "b", stop_after=2, **kwargs)
+    assert part.status == "interrupted"
+    resumed_equals_straight(tmp_path / "b")
+
+    # The engine dies while round 2 is generated ahead (killed during round 1's update), with
+    # no restarts allowed: the run fails after checkpointing round 2 as owed, and the resumed
+    # run generates it with the adapter the straight run used.
+    original = RolloutMembers.learn
+
+    def learn_and_kill(self: Any, agent: Any, *args: Any) -> Any:
+        if agent.batches == 1:
+            pid = agent.generator.pids[0]
+            os.kill(pid, signal.SIGKILL)
+            agent.generator.engines[0].process.join(30)
+        return original(self, agent, *args)
+
+    monkeypatch.setattr(async_engines, "MAX_RESTARTS", 0)
+    monkeypatch.setattr(RolloutMembers, "learn", learn_and_kill)
+    third = LLMBuilder.build(spec, tokenizer=left_tokenizer)
+    with pytest.raises(async_engines.EngineDied, match="died"):
+        train_llm_rollout([third], digit_env, run_dir=tmp_path / "c", **kwargs)
+    latest = (tmp_path / "c" / "checkpoints" / "latest").read_text().strip()
+    state = torch.load(tmp_path / "c" / "checkpoints" / latest / "state.pt", weights_only=True)
+    assert state["total_steps"] == 2
+    monkeypatch.undo()
+    resumed_equals_straight(tmp_path / "c")
+
+
+def test_a_killed_engine_process_is_restarted_then_the_run_stops(
+    make_rollout_spec, digit_env, left_tokenizer
+) -> None:
+    agent = LLMBuilder.build(_async_spec(make_rollout_spec), tokenizer=left_tokenizer)
+    engine = async_engines.AsyncVLLMGenerator(agent.spec, engines=1)
+    agent.generator.close()
+    agent.generator = engine
+    try:
+        rows = digit_env.test[:2]
+        before = [s.ids for s in agent.rollout(digit_env, rows, greedy=True, group_size=1)]
+        for restarts in range(1, async_engines.MAX_RESTARTS + 1):
+            os.kill(engine.pids[0], signal.SIGKILL)
+            again = [s.ids for s in agent.rollout(digit_env, rows, greedy=True, group_size=1)]
+            assert again == before and engine._engines[0].restarts == restarts
+        os.kill(engine.pids[0], signal.SIGKILL)
+        with pytest.raises(async_engines.EngineDied, match="restarted 2 times already"):
+            agent.rollout(digit_env, rows, greedy=True, group_size=1)
+    finally:
+        engine.close()
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def test_the_readme_async_command_survives_sigkill_and_resumes_exactly(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """README: ``... training.rollout_mode=async training.rollout_engines_per_agent=1``."""
+    repo = Path(__file__).resolve().parents[2]
+
+    def command(run: Path) -> list[str]:
+        return [
+            sys.executable, str(repo / "train.py"), "experiment=grpo_countdown",
+            "algorithm.use_vllm=true", "training.rollout_mode=async",
+            "training.rollout_engines_per_agent=1",
+            f"network.pretrained_model_name_or_path={tiny_model_dir}",
+            "training.max_steps=4", "training.evaluation_interval=2", "algorithm.batch_size=2",
+            "algorithm.max_output_tokens=8", "logger.tensorboard=false", f"run_dir={run}",
+        ]  # fmt: skip
+
+    straight = subprocess.run(
+        command(tmp_path / "a"), cwd=repo, capture_output=True, text=True, timeout=600
+    )
+    assert straight.returncode == 0, straight.stderr[-3000:]
+    rewards = list(csv.DictReader((tmp_path / "a" / "rewards.csv").open()))
+    # the second round of each generation is generated during the first one's update
+    assert [r["staleness"] for r in rewards] == ["0.0", "1.0", "0.0", "1.0"]
+
+    run = tmp_path / "b"
+    log = (tmp_path / "killed.log").open("w")
+    proc = subprocess.Popen(command(run), cwd=repo, stdout=log, stderr=subprocess.STDOUT)
+    engines: list[int] = []
+    deadline = time.monotonic() + 600
+    while not (run / "checkpoints" / "latest").exists() and time.monotonic() < deadline:
+        engines = engines or _children(proc.pid)
+        time.sleep(0.05)
+    assert engines, "the async run started no engine process"
+    proc.kill()
+    proc.wait()
+    log.close()
+    # the engine notices its trainer is gone and exits (no orphan keeps the CPUs busy)
+    deadline = time.monotonic() + 60
+    while any(Path(f"/proc/{pid}").exists() for pid in engines) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in engines)
+    done = subprocess.run(
+        [sys.executable, str(repo / "train.py"), f"resume={run}"],
+        cwd=repo, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads((run / "summary.json").read_text())["status"] == "completed"
+    resumed = list(csv.DictReader((run / "rewards.csv").open()))
+    for column in ("reward", "weight_version", "staleness"):
+        assert [r[column] for r in resumed] == [r[column] for r in rewards], column

@@ -2,6 +2,7 @@
 
 Every problem carries the dotted path of the offending key and a message
 that says what to change. The CLI prints them without a traceback and exits 2.
+A :class:`RunFailure` (not the user's doing) is printed the same way and exits 1.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 EXIT_USER_ERROR = 2
+EXIT_RUN_FAILED = 1
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,15 @@ class ConfigError(Exception):
         """All problems, one ``error:`` line each."""
         prefix = f"{self.source}: " if self.source else ""
         return "\n".join(f"error: {prefix}{problem}" for problem in self.problems)
+
+
+class RunFailure(RuntimeError):
+    """A run that cannot go on for a reason outside its config (an engine process died).
+
+    The training engine checkpoints where the members stand before it passes
+    this on (where the paradigm can resume mid-generation); the CLI prints the
+    message without a traceback and exits :data:`EXIT_RUN_FAILED`.
+    """
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:

@@ -27,14 +27,18 @@ not written for a sharded agent).
 from __future__ import annotations
 
 import json
+import threading
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from agilerl.arena.models.errors import RunFailure
 from agilerl.arena.models.training import CheckpointExportSpec
 from agilerl.llm import distributed
+from agilerl.llm.rollout import Sample, collect
 from agilerl.llm.rollout_env import RolloutEnv
 from agilerl.logging.run_dir import CsvTable
 from agilerl.training.engine import run_population
@@ -103,6 +107,14 @@ class RolloutMembers(LLMMembers):
         self.weight_sync_interval = weight_sync_interval
         self.generators: list[Any] = []
         """The population's vLLM engines, stopped when the run ends."""
+        self.asynchronous = False
+        """Generate the next round while learning (engines in processes of their own)."""
+        self.pending: dict[int, _Ahead] = {}
+        """Slot -> a round generated (or owed) ahead of a stop or an engine failure."""
+        self.stopped_early: set[int] = set()
+        """Slots whose last :meth:`train` stopped before the evaluation (a stop, a failure)."""
+        self.served: dict[int, dict[str, Any]] = {}
+        """Slot -> the adapter a resumed member is served (see :meth:`state_dict`)."""
         self.rewards = CsvTable(run_dir / "rewards.csv") if run_dir is not None else None
 
     def forget_rounds_after(self, population: list[Any]) -> None:
@@ -113,11 +125,35 @@ class RolloutMembers(LLMMembers):
         self.rewards.keep(lambda row: int(row["step"]) <= done.get(int(row["agent"]), -1))
 
     def train(self, slot: int, agent: Any, until: int, loop: PopulationLoop) -> dict[str, Any]:
-        """Roll out and learn round after round until ``until`` rounds (or a stop)."""
+        """Roll out and learn round after round until ``until`` rounds (or a stop).
+
+        With asynchronous engines the next round of the generation is generated
+        in a background thread while this one is learnt from (see
+        :mod:`agilerl.llm.async_engines`); a stop keeps the prefetched round for
+        the checkpoint, and an engine failure the round it owed.
+        """
         stats = []
         agent.weight_sync_interval = self.weight_sync_interval
+        if slot in self.served:
+            agent.generator.restore_served(agent, self.served.pop(slot))
+        self.stopped_early.discard(slot)
+        ahead: _Ahead | None = self.pending.pop(slot, None)
+        if ahead is not None:
+            ahead.slot, ahead.agent = slot, agent
         while agent.batches < until and not self.stopping(loop):
-            record = self.round(slot, agent)
+            round_ = agent.batches
+            started = time.perf_counter()
+            if not self.asynchronous:
+                samples, version = self.generate(slot, agent, round_)
+            else:
+                if ahead is None or ahead.round != round_:
+                    ahead = _Ahead.settle(self, slot, agent, round_)
+                samples, version = self.await_round(slot, ahead)
+            rolled = time.perf_counter()
+            ahead = None
+            if self.asynchronous and round_ + 1 < until:
+                ahead = _Ahead.settle(self, slot, agent, round_ + 1).start()
+            record = self.learn(agent, samples, version, rolled - started)
             stats.append(record)
             loop.advance(1)
             if self.rewards is not None:
@@ -126,34 +162,92 @@ class RolloutMembers(LLMMembers):
                 {f"agent_{agent.index}/train_{k}": float(v) for k, v in record.items()},
                 loop.total_steps,
             )
+        if agent.batches < until:
+            self.stopped_early.add(slot)
+        if ahead is not None:
+            self.await_round(slot, ahead)  # finished, so a checkpoint now carries it
+            self.pending[slot] = ahead
         return {f"train_{k}": v for k, v in mean_metrics(stats).items()}
 
-    def round(self, slot: int, agent: Any) -> dict[str, float]:
-        """One round: roll out a batch of prompts, learn from it; metrics with timings.
+    def await_round(self, slot: int, ahead: _Ahead) -> tuple[list[Sample], int]:
+        """``ahead``'s samples; if its engine failed, the round is kept as owed (a resumed
+        run generates it with the same adapter) and the failure passed on."""
+        try:
+            return ahead.result()
+        except RunFailure:
+            self.pending[slot] = ahead.owed()
+            self.stopped_early.add(slot)
+            raise
 
-        Besides the update's metrics: seconds spent generating (``rollout_seconds``)
-        and learning (``learn_seconds``), generated tokens per second of rollout,
-        and with vLLM the weight version that generated the samples and its
-        staleness (optimizer steps behind the live weights).
-        """
-        batch = distributed.shard(self.env.batch(agent.batches, self.batch_size, self.seed))
-        started = time.perf_counter()
+    def generate(self, slot: int, agent: Any, round_: int) -> tuple[list[Sample], int | None]:
+        """Round ``round_``'s samples and the weight version that generated them (colocated:
+        :meth:`rollout`, which publishes a due adapter)."""
+        batch = distributed.shard(self.env.batch(round_, self.batch_size, self.seed))
         samples = agent.rollout(self.env, batch)
-        rolled = time.perf_counter()
+        generator = agent.generator
+        return samples, None if generator is None else generator.versions.get(slot, 0)
+
+    def collect(self, slot: int, agent: Any, round_: int) -> list[Sample]:
+        """Generate round ``round_`` with the served adapter (thread-safe: no model use)."""
+        generator = agent.generator
+        generator.begin(slot, round_)
+        batch = distributed.shard(self.env.batch(round_, self.batch_size, self.seed))
+        return collect(
+            agent.actor, agent.tokenizer, self.env, batch, group_size=agent.group_size,
+            settings=agent.sampling(), generator=generator,
+        )  # fmt: skip
+
+    def learn(
+        self, agent: Any, samples: list[Sample], version: int | None, rollout_seconds: float
+    ) -> dict[str, float]:
+        """Learn from one round's samples; the update's metrics with timings.
+
+        Besides the update's metrics: seconds spent waiting for the rollout
+        (``rollout_seconds``: all of the generation when colocated, what was not
+        overlapped with the previous update when asynchronous) and learning
+        (``learn_seconds``), generated tokens per second of waiting, and with
+        vLLM the weight version that generated the samples and its staleness
+        (optimizer steps behind the live weights when the update starts).
+        """
         extra: dict[str, float] = {}
-        if agent.generator is not None:
-            extra["weight_version"] = float(agent.generator.versions.get(slot, 0))
-            extra["staleness"] = float(agent.generator.staleness(agent))
+        if version is not None:
+            extra = {
+                "weight_version": float(version),
+                "staleness": float(agent.num_updates - version),
+            }
+        if self.asynchronous:
+            agent.prepare_rollout(samples)
+        started = time.perf_counter()
         metrics = agent.learn(samples)
-        learnt = time.perf_counter()
         tokens = sum(s.num_actions for s in samples)
         return {
             **metrics,
             **extra,
-            "rollout_seconds": rolled - started,
-            "learn_seconds": learnt - rolled,
-            "tokens_per_second": tokens / max(rolled - started, 1e-9),
+            "rollout_seconds": rollout_seconds,
+            "learn_seconds": time.perf_counter() - started,
+            "tokens_per_second": tokens / max(rollout_seconds, 1e-9),
         }
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint mid-generation needs to resume exactly, as plain data: rounds
+        generated (or owed) ahead of a stop, and the adapters members that stopped early
+        were served (they may lag the live weights: a resumed member samples with them
+        until its next sync)."""
+        served = {}
+        for generator in self.generators:
+            for slot in self.stopped_early & set(generator.adapters):
+                served[slot] = generator.served_state(slot)
+        return {
+            "pending": {slot: ahead.state() for slot, ahead in self.pending.items()},
+            "served": served,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (applied as each member resumes training)."""
+        self.pending = {
+            int(slot): _Ahead.restore(self, item) for slot, item in state.get("pending", {}).items()
+        }
+        self.served = {int(slot): item for slot, item in state.get("served", {}).items()}
 
     def evaluate(self, population: list[Any], generation: int) -> list[tuple[float, dict]]:
         """Each member's held-out mean reward (its fitness) and pass rate; samples to disk."""
@@ -179,6 +273,80 @@ class RolloutMembers(LLMMembers):
             generator.close()
 
 
+class _Ahead:
+    """One round of an asynchronous run: its served version is settled on the trainer's
+    thread, its generation may run in a background thread while the previous round is
+    learnt from.
+
+    Args:
+        members: The members (their :meth:`RolloutMembers.collect` generates).
+        slot: The member's slot.
+        agent: The member.
+        round_: The round.
+        version: Weight version (optimizer steps) of the adapter that generates it.
+    """
+
+    def __init__(
+        self, members: RolloutMembers | None, slot: int, agent: Any, round_: int, version: int
+    ) -> None:
+        self.members, self.slot, self.agent = members, slot, agent
+        self.round, self.version = round_, version
+        self._samples: list[Sample] | None = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def settle(cls, members: RolloutMembers, slot: int, agent: Any, round_: int) -> _Ahead:
+        """Publish the adapter if due (:meth:`VLLMGenerator.serve`): ``round_``'s version."""
+        agent.generator.serve(agent)
+        return cls(members, slot, agent, round_, agent.generator.versions[int(agent.index)])
+
+    def _generate(self) -> None:
+        try:
+            self._samples = self.members.collect(self.slot, self.agent, self.round)
+        except BaseException as exc:  # re-raised on the trainer's thread
+            self._error = exc
+
+    def start(self) -> _Ahead:
+        """Generate in a background thread."""
+        self._thread = threading.Thread(
+            target=self._generate, name=f"rollout-{self.slot}-{self.round}"
+        )
+        self._thread.start()
+        return self
+
+    def result(self) -> tuple[list[Sample], int]:
+        """The round's samples (generated now if not started) and their weight version."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        elif self._samples is None and self._error is None:
+            self._generate()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        assert self._samples is not None
+        return self._samples, self.version
+
+    def owed(self) -> _Ahead:
+        """This round, not generated: a resumed run generates it with the same adapter."""
+        self._samples, self._error, self._thread = None, None, None
+        return self
+
+    def state(self) -> dict[str, Any]:
+        """Plain data for a checkpoint (samples ``None``: owed)."""
+        samples = None if self._samples is None else [asdict(s) for s in self._samples]
+        return {"round": self.round, "version": self.version, "samples": samples}
+
+    @classmethod
+    def restore(cls, members: RolloutMembers, state: dict[str, Any]) -> _Ahead:
+        """:meth:`state` again; an owed round generates when its member resumes."""
+        ahead = cls(members, -1, None, int(state["round"]), int(state["version"]))
+        if state["samples"] is not None:
+            ahead._samples = [Sample(**s) for s in state["samples"]]
+        return ahead
+
+
 def train_llm_rollout(
     population: list[Any],
     env: RolloutEnv,
@@ -199,6 +367,10 @@ def train_llm_rollout(
     stop_after: int | None = None,
     weight_sync_interval: int | None = None,
     reuse_prefix_cache_across_syncs: bool = False,
+    rollout_mode: str = "colocated",
+    rollout_engines: int = 1,
+    rollout_batch_size: int | None = None,
+    engine_threads: int | None = None,
     env_factory: Any = None,
 ) -> LoopResult:
     """Fine-tune a population of rollout agents (GRPO, LLM REINFORCE, LLM PPO).
@@ -228,6 +400,14 @@ def train_llm_rollout(
         reuse_prefix_cache_across_syncs: Keep vLLM's prefix cache across rounds and
             weight syncs: faster prefills, but samples then depend on the engine's
             history (a resumed run samples differently).
+        rollout_mode: ``colocated`` (the engine in this process) or ``async``
+            (:mod:`agilerl.llm.async_engines`: engines in processes of their own
+            generate the next round while this one is learnt from; needs vLLM).
+        rollout_engines: Engine processes (async; the population's members train
+            one after another and share them).
+        rollout_batch_size: Prompt groups per engine request (async; default: a
+            round split evenly over the engines).
+        engine_threads: OpenMP threads per engine process (async, CPU).
         env_factory: The trainer's env factory; unused (the env holds every split).
 
     Returns:
@@ -258,6 +438,22 @@ def train_llm_rollout(
         export=checkpoint_export, stop_after=stop_after,
         weight_sync_interval=weight_sync_interval or 1,
     )  # fmt: skip
+    if rollout_mode == "async":
+        from agilerl.llm.async_engines import AsyncVLLMGenerator
+
+        if any(a.generator is None for a in population):
+            raise ValueError("rollout_mode async generates with vLLM: set use_vllm")
+        engine = AsyncVLLMGenerator(
+            spec,
+            engines=rollout_engines,
+            chunk=rollout_batch_size * population[0].group_size if rollout_batch_size else None,
+            threads=engine_threads,
+            export_dir=spec.vllm_lora_export_dir,
+        )
+        for agent in population:
+            agent.generator.close()  # the colocated engine never started
+            agent.generator = engine
+        members.asynchronous = True
     engines = {id(a.generator): a.generator for a in population if a.generator is not None}
     members.generators = list(engines.values())
     for engine in members.generators:
