@@ -1,12 +1,13 @@
 """Benchmark: agilerl GRPO (HF generate, vLLM colocated, vLLM async) versus TRL's GRPOTrainer.
 
-Every side trains the same LoRA adapter (r=8, alpha=16 on q, v and ``lm_head``, no
-dropout: vLLM serves adapters, so the output layer is a LoRA target rather than a fully
-trained copy) of the same model on the same eight chat prompts, 4 prompts x 8 completions
-of up to 16 tokens per round, temperature 1, no top-k, group-normalised advantages (mean
-and std), beta 0, two optimizer steps per generation round (TRL's ``num_iterations``, our
-``update_epochs``), AdamW lr 1e-3, clipping at 1.0, float32, one torch thread. The reward
-is the fraction of digit characters in a completion.
+Every side trains a LoRA adapter (r=8, alpha=16 on q and v, no dropout) and the output
+layer (ours: a LoRA on ``lm_head`` too, since vLLM serves adapters only; TRL: a full copy
+through ``modules_to_save``, since TRL refuses a LoRA on ``lm_head``) of the same model
+on the same eight chat prompts, 4 prompts x 8 completions of up to 16 tokens per round,
+temperature 1, no top-k, group-normalised advantages (mean and std), beta 0, two optimizer
+steps per generation round (TRL's ``num_iterations``, our ``update_epochs``), AdamW lr
+1e-3, clipping at 1.0, float32, one torch thread. The reward is the fraction of digit
+characters in a completion.
 
 Sides (``--sides``):
 
@@ -198,9 +199,12 @@ def run_trl(model: Path, rounds: int, vllm: bool = False) -> dict[str, Any]:
             disable_tqdm=True,
             **extra,
         )
+        # TRL refuses a LoRA on lm_head (it computes log-probs from lm_head.weight): it
+        # trains the output layer in full instead, as this benchmark did before vLLM.
         peft = LoraConfig(
-            r=8, lora_alpha=16, lora_dropout=0.0, target_modules=TARGETS, task_type="CAUSAL_LM"
-        )
+            r=8, lora_alpha=16, lora_dropout=0.0, target_modules=["q_proj", "v_proj"],
+            modules_to_save=["lm_head"], task_type="CAUSAL_LM",
+        )  # fmt: skip
         trainer = GRPOTrainer(
             model=AutoModelForCausalLM.from_pretrained(str(model), dtype=torch.float32),
             reward_funcs=reward,
