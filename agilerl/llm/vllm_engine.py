@@ -146,16 +146,29 @@ class VLLMGenerator:
         The previous version's folder is removed once the new one is written;
         :attr:`versions` records the agent's optimizer step count it carries.
         """
+        self._install(agent, agent.export, int(agent.num_updates), current=True, rounds=0)
+
+    def _install(self, agent: Any, write: Any, version: int, *, current: bool, rounds: int) -> None:
+        """Serve a new adapter version to ``agent``'s slot: ``write(folder)`` writes its
+        files under a new LoRA id; the previous version's folder is removed afterwards.
+
+        Args:
+            agent: The member.
+            write: Writes the adapter folder.
+            version: The optimizer step count the adapter carries.
+            current: Whether the adapter equals the agent's live weights.
+            rounds: Sampling rounds already served with it.
+        """
         slot = int(agent.index)
         folder = self.export_dir / f"agent_{slot}_v{self._next_id}"
-        agent.export(folder)
+        write(folder)
         old = self.adapters.get(slot)
         self.adapters[slot] = (self._next_id, folder)
-        self.versions[slot] = int(agent.num_updates)
-        self._published[slot] = int(agent.weights_version)
-        self._rounds[slot] = 0
-        agent.weights_loaded = False
         self._next_id += 1
+        self.versions[slot] = version
+        self._published[slot] = int(agent.weights_version) if current else -1
+        self._rounds[slot] = rounds
+        agent.weights_loaded = False
         if old is not None:
             shutil.rmtree(old[1], ignore_errors=True)
 
@@ -211,25 +224,18 @@ class VLLMGenerator:
         """
         from safetensors.torch import save_file
 
-        slot = int(agent.index)
-        folder = self.export_dir / f"agent_{slot}_v{self._next_id}"
-        folder.mkdir(parents=True, exist_ok=True)
-        for name, content in state["files"].items():
-            if isinstance(content, dict):
-                save_file(content, str(folder / name))
-            else:
-                (folder / name).write_text(content)
-        old = self.adapters.get(slot)
-        self.adapters[slot] = (self._next_id, folder)
-        self._next_id += 1
-        self.versions[slot] = int(state["version"])
-        current = int(state["version"]) == int(agent.num_updates)
-        self._published[slot] = int(agent.weights_version) if current else -1
-        self._rounds[slot] = int(state["rounds"])
-        agent.weights_loaded = False
-        self.active = slot
-        if old is not None:
-            shutil.rmtree(old[1], ignore_errors=True)
+        def write(folder: Path) -> None:
+            folder.mkdir(parents=True, exist_ok=True)
+            for name, content in state["files"].items():
+                if isinstance(content, dict):
+                    save_file(content, str(folder / name))
+                else:
+                    (folder / name).write_text(content)
+
+        version = int(state["version"])
+        current = version == int(agent.num_updates)
+        self._install(agent, write, version, current=current, rounds=int(state["rounds"]))
+        self.active = int(agent.index)
 
     def begin(self, slot: int, round_: int) -> None:
         """Note the member and round the next requests belong to (turn 0)."""

@@ -98,12 +98,21 @@ class TrainingSpec(StrictModel):
         "of more than one agent whose algorithm and memories allow it.",
     )
     env_resource_ratio: float | None = Field(
-        None, gt=0.0, le=1.0, description="Share of CPUs given to environments."
+        None,
+        gt=0.0,
+        le=1.0,
+        description="Share of the CPUs given to asynchronous LLM rollout engines (their OpenMP "
+        "threads, split between the engines).",
     )
     rollout_mode: Literal["colocated", "async"] = Field(
         "colocated", description="LLM generation in the trainer or on rollout engines."
     )
-    rollout_batch_size: int | None = Field(None, ge=1, description="Groups per async rollout.")
+    rollout_batch_size: int | None = Field(
+        None,
+        ge=1,
+        description="Prompt groups per async engine request (default: a round "
+        "split evenly over the engines).",
+    )
     rollout_engines_per_agent: int | Literal["auto"] = Field(
         0, description="Rollout engines per agent (async)."
     )
