@@ -492,12 +492,17 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
             for name, tensor in state["trainable"].items():
                 params[name].copy_(tensor)
 
-    def export(self, out_dir: str | os.PathLike[str], *, merged: bool = False) -> Path:
+    def export(
+        self, out_dir: str | os.PathLike[str], *, merged: bool = False, embeddings: bool = True
+    ) -> Path:
         """Write the adapter (``peft.PeftModel.from_pretrained`` loads it), or a merged model.
 
         Args:
             out_dir: Folder to write.
             merged: Write the base model with the adapter merged in instead.
+            embeddings: Let peft add the base model's (unchanged) embedding matrices when a
+                LoRA targets them (its ``"auto"``); ``False`` for a reader that has the base
+                model already (vLLM), where they would only cost a large write and load.
         """
         from peft import PeftModel
 
@@ -512,7 +517,11 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
             model.set_adapter(self.adapter_name)
             model.merge_and_unload().save_pretrained(out)
         else:
-            self.actor.save_pretrained(out, selected_adapters=[self.adapter_name])
+            self.actor.save_pretrained(
+                out,
+                selected_adapters=[self.adapter_name],
+                save_embedding_layers="auto" if embeddings else False,
+            )
             if self.adapter_name != ACTOR_ADAPTER:
                 # peft writes non-default adapters to a subfolder; lift it so
                 # PeftModel.from_pretrained(base, out) finds the adapter.

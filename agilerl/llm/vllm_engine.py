@@ -146,7 +146,11 @@ class VLLMGenerator:
         The previous version's folder is removed once the new one is written;
         :attr:`versions` records the agent's optimizer step count it carries.
         """
-        self._install(agent, agent.export, int(agent.num_updates), current=True, rounds=0)
+
+        def write(folder: Path) -> None:
+            agent.export(folder, embeddings=False)  # vLLM has the base model's embeddings
+
+        self._install(agent, write, int(agent.num_updates), current=True, rounds=0)
 
     def _install(self, agent: Any, write: Any, version: int, *, current: bool, rounds: int) -> None:
         """Serve a new adapter version to ``agent``'s slot: ``write(folder)`` writes its
