@@ -14,11 +14,14 @@ DDP); with ``algorithm.fsdp`` the model is sharded with FSDP2
 
 from __future__ import annotations
 
+import atexit
 import os
 from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from agilerl.training.distributed_run import leave
 
 
 def init_from_env(backend: str | None = None) -> bool:
@@ -33,6 +36,7 @@ def init_from_env(backend: str | None = None) -> bool:
         if backend is None:
             backend = "nccl" if torch.cuda.is_available() else "gloo"
         dist.init_process_group(backend=backend)
+        atexit.register(leave)
     return True
 
 

@@ -11,6 +11,7 @@ Every process seeds alike, so all build the same model.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -127,7 +128,22 @@ def join(device: str = "cpu") -> ProcessInfo:
     if cuda:
         torch.cuda.set_device(info.local_rank)
     dist.init_process_group(backend="nccl" if cuda else "gloo")
+    atexit.register(leave)
     return info
+
+
+def leave() -> None:
+    """Destroy the process group, if any (registered at exit by :func:`join`).
+
+    A process that exits with a gloo group still alive can abort during
+    interpreter shutdown (gloo's worker threads outlive Python), so the group
+    is destroyed while the interpreter is whole. No barrier: a process leaving
+    after an error must not wait for peers that will never arrive.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def broadcast(value: T) -> T:
