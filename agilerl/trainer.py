@@ -236,7 +236,7 @@ class LocalTrainer:
                 WandbSink(
                     run_dir=run_dir.path,
                     config=self.manifest.to_dict(),
-                    name=run_dir.path.name,
+                    name=self.manifest.training.name or run_dir.path.name,
                     project=self.logger.project,
                     entity=self.logger.entity,
                     mode=self.logger.mode,
@@ -299,7 +299,9 @@ class LocalTrainer:
         loop = self.strategy.get_training_loop(self.spec)
         training = self.manifest.training
         checkpoints = CheckpointManager(
-            self.run_dir / "checkpoints", keep_last_only=training.overwrite_checkpoints
+            self.run_dir / "checkpoints",
+            keep_last_only=training.overwrite_checkpoints,
+            optimizer=training.checkpoint_optimizer,
         )
         resume_state: ResumeState | None
         agent_states, resume_state, self.seed = prepare_resume(
@@ -341,6 +343,7 @@ class LocalTrainer:
             max_wall_seconds=training.max_wall_seconds,
             resume_state=resume_state,
             elapsed_before=resume_state.wall_seconds if resume_state else 0.0,
+            training=training,
         )
         context.sinks = FanOut(
             self._sinks(run_dir, resume_state.wandb_id if resume_state else None)
@@ -351,7 +354,7 @@ class LocalTrainer:
         context.wandb_id = wandb_ids[0] if wandb_ids else None
         context.progress = TrainingProgress(
             training.max_steps * training.pop_size,
-            f"{self.spec.name} {getattr(self.manifest.environment, 'name', '')}",
+            training.name or f"{self.spec.name} {getattr(self.manifest.environment, 'name', '')}",
             enabled=self.verbose and main,
         )
         if training.hpo:
@@ -417,6 +420,7 @@ class LocalTrainer:
         wall = context.elapsed()
         latest = context.checkpoints.latest_dir() if context.checkpoints else None
         record = {
+            "name": self.manifest.training.name,
             "algorithm": self.spec.name,
             "env": getattr(self.manifest.environment, "name", None),
             "total_steps": total,

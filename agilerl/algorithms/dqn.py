@@ -92,7 +92,7 @@ class DQN(OffPolicyAlgorithm):
     lr_optimizers: ClassVar[dict[str, str]] = {"lr": "optimizer"}
     network_names = ("actor", "actor_target")
     optimizer_names = ("optimizer",)
-    uses_epsilon = True
+    uses_epsilon = DQNSpec.uses_epsilon
     action_space_types = (spaces.Discrete,)
 
     def _build(self, actor_network: nn.Module | None = None) -> None:

@@ -432,7 +432,8 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
         with torch.no_grad():
             for name, tensor in state["trainable"].items():
                 params[name].copy_(tensor)
-        self.optimizer.load_state_dict(state["optimizer"])
+        if state["optimizer"] is not None:  # None: saved without (checkpoint_optimizer=false)
+            self.optimizer.load_state_dict(state["optimizer"])
         self._apply_lr()
         if not keep_index:
             self.index = int(state["index"])

@@ -294,7 +294,8 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
             "optimizer": self.optimizer.state_dict(),
         }
         super().load_checkpoint_state(state, keep_index=keep_index)
-        distributed.load_full_optimizer_state(self.actor, self.optimizer, optimizer_state)
+        if optimizer_state is not None:  # None: saved without (checkpoint_optimizer=false)
+            distributed.load_full_optimizer_state(self.actor, self.optimizer, optimizer_state)
         self._apply_lr()
 
     def loss(

@@ -80,9 +80,13 @@ def preflight(
         The fields that run code (allowed by ``trust_code``).
 
     Raises:
-        ConfigError: For code without the opt-in, an unavailable device, bad wrappers,
-            or settings the algorithm's paradigm could not train (its strategy's ``check``).
+        ConfigError: For a ``training`` field the paradigm would not read, code without
+            the opt-in, an unavailable device, bad wrappers, or settings the algorithm's
+            paradigm could not train (its strategy's ``check``).
     """
+    from agilerl.strategies import refuse_unused_training_fields
+
+    refuse_unused_training_fields(manifest)  # needs no files: every caller, always
     fields = require_trust(manifest.environment, trust_code, source)
     if check_devices:
         check_device(device)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from agilerl.arena.models.algorithms import (
     AlgorithmSpec,
     LLMAlgorithmSpec,
     MultiAgentAlgorithmSpec,
     SingleAgentAlgorithmSpec,
 )
+from agilerl.arena.models.errors import ConfigError
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.strategies.bandit import BanditStrategy
 from agilerl.strategies.base import (
     EnvSetup,
@@ -23,6 +27,9 @@ from agilerl.strategies.single_agent import (
     SingleAgentOffPolicyStrategy,
     SingleAgentOnPolicyStrategy,
 )
+
+if TYPE_CHECKING:
+    from agilerl.arena.models.manifest import TrainingManifest
 
 SINGLE_AGENT_ON_POLICY = SingleAgentOnPolicyStrategy()
 SINGLE_AGENT_OFF_POLICY = SingleAgentOffPolicyStrategy()
@@ -75,6 +82,55 @@ def strategy_for(spec_cls: type) -> TrainingStrategy:
             return OFFLINE
         return SINGLE_AGENT_OFF_POLICY if spec_cls.off_policy else SINGLE_AGENT_ON_POLICY
     raise TypeError(f"{spec_cls.__name__} is not an algorithm spec")
+
+
+ALL_STRATEGIES: tuple[TrainingStrategy, ...] = (
+    SINGLE_AGENT_ON_POLICY,
+    SINGLE_AGENT_OFF_POLICY,
+    OFFLINE,
+    BANDIT,
+    MULTI_AGENT_ON_POLICY,
+    MULTI_AGENT_OFF_POLICY,
+    LLM_ROLLOUT,
+    LLM_DATASET,
+)
+
+_INSTEAD = {
+    "checkpoint_path": "checkpoints are written to the run directory's checkpoints/ folder; "
+    "choose that directory with run_dir=... (train.py) or LocalTrainer(run_dir=...)",
+}
+"""What to use instead of a ``training`` field no paradigm reads (kept for the seeds' layout)."""
+
+
+def refuse_unused_training_fields(manifest: TrainingManifest) -> None:
+    """Refuse a ``training`` field set to a non-default value that this run would not read.
+
+    Every field of the training section either acts on the run or is refused
+    here: what a paradigm acts on is its strategy's
+    :meth:`~agilerl.strategies.base.TrainingStrategy.acted_training_fields`.
+
+    Raises:
+        ConfigError: Naming the first such field, the paradigms that use it and the fix.
+    """
+    training = manifest.training
+    strategy = select_strategy(manifest.algorithm)
+    unread = training.model_fields_set - strategy.acted_training_fields(manifest.algorithm)
+    for name in sorted(unread & set(TrainingSpec.model_fields)):
+        if getattr(training, name) == TrainingSpec.model_fields[name].default:
+            continue
+        users = sorted(
+            {s.paradigm for s in ALL_STRATEGIES if s.paradigm and name in s.training_fields}
+        )
+        if name in _INSTEAD:
+            where = _INSTEAD[name]
+        elif name in strategy.training_fields:
+            where = f"it applies to other {strategy.paradigm} algorithms"
+        else:
+            where = f"it applies to {', '.join(users)} training"
+        raise ConfigError(
+            f"training.{name}: {manifest.algorithm.name} ({strategy.paradigm} training) does "
+            f"not use it ({where}); remove training.{name}"
+        )
 
 
 __all__ = [

@@ -7,7 +7,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from agilerl.arena.models.algorithms import AlgorithmSpec
 from agilerl.arena.models.env import EnvSpecBase
 from agilerl.arena.models.training import TrainingSpec
-from agilerl.strategies.base import EnvSetup, TrainingLoop, TrainingStrategy, rl_trainer_kwargs
+from agilerl.strategies.base import (
+    RL_EVAL_FIELDS,
+    EnvSetup,
+    TrainingLoop,
+    TrainingStrategy,
+    rl_trainer_kwargs,
+)
 from agilerl.strategies.single_agent import make_memories
 
 if TYPE_CHECKING:
@@ -18,6 +24,10 @@ class BanditStrategy(TrainingStrategy):
     """Contextual bandit training (NeuralTS, NeuralUCB) on a table of contexts."""
 
     paradigm: ClassVar[str] = "contextual bandit"
+    training_fields: ClassVar[frozenset[str]] = RL_EVAL_FIELDS | {
+        "episode_steps",
+        "experience_sharing",
+    }
     default_loop: ClassVar[str | TrainingLoop | None] = (
         "agilerl.training.train_bandits:train_bandits"
     )

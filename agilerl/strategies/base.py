@@ -24,6 +24,25 @@ from agilerl.extras import missing_extra
 if TYPE_CHECKING:
     from agilerl.arena.models.manifest import TrainingManifest
 
+RUN_FIELDS: frozenset[str] = frozenset(
+    {
+        "name",
+        "max_steps",
+        "evo_steps",
+        "pop_size",
+        "hpo",
+        "checkpoint_steps",
+        "overwrite_checkpoints",
+        "checkpoint_optimizer",
+        "max_wall_seconds",
+        "reporting_interval",
+    }
+)
+"""``training`` fields the trainer and the population engine act on in every paradigm."""
+
+RL_EVAL_FIELDS: frozenset[str] = frozenset({"eval_steps", "eval_loop", "target_score"})
+"""``training`` fields of episode evaluation, read by every RL paradigm."""
+
 TrainingLoop = Callable[..., Any]
 """A training loop: ``loop(population, env, ..., **trainer_kwargs) -> (population, fitnesses)``."""
 
@@ -153,6 +172,15 @@ class TrainingStrategy(ABC):
                 return f"{label} training is not available in this version yet ({exc})"
             return algo_cls.unsupported_reason(spec)
         return None
+
+    training_fields: ClassVar[frozenset[str]] = frozenset()
+    """``training`` fields this paradigm acts on besides :data:`RUN_FIELDS`; any other
+    field set to a value other than its default is refused
+    (:func:`agilerl.strategies.refuse_unused_training_fields`)."""
+
+    def acted_training_fields(self, spec: AlgorithmSpec) -> frozenset[str]:
+        """The ``training`` fields a run of ``spec`` in this paradigm acts on."""
+        return RUN_FIELDS | self.training_fields
 
     def check(self, manifest: TrainingManifest, *, local: bool = True) -> None:
         """Refuse a valid manifest that this paradigm could not train usefully.

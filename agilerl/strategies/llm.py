@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -16,16 +15,8 @@ from agilerl.strategies.base import EnvSetup, PopulationRuntime, TrainingLoop, T
 if TYPE_CHECKING:
     from agilerl.arena.models.manifest import TrainingManifest
 
-_IGNORED_BY_LLM_LOOPS = (
-    "target_score",
-    "eval_steps",
-    "eval_loop",
-    "learning_delay",
-    "eps_start",
-    "eps_end",
-    "eps_decay",
-    "overwrite_checkpoints",
-)
+LLM_FIELDS: frozenset[str] = frozenset({"evaluation_interval", "checkpoint_export"})
+"""``training`` fields both LLM paradigms act on besides the run's own."""
 
 
 def model_path(spec: AlgorithmSpec) -> Path:
@@ -72,29 +63,15 @@ class LLMStrategy(TrainingStrategy):
         memory: Any = None,
         n_step_memory: Any = None,
     ) -> dict[str, Any]:
-        """evaluation_interval, checkpoints and their export, HPO, max_reward; num_epochs for
-        dataset loops."""
-        ignored = [
-            k
-            for k in _IGNORED_BY_LLM_LOOPS
-            if k in training.model_fields_set
-            and getattr(training, k) != TrainingSpec.model_fields[k].default
-        ]
-        if ignored:
-            warnings.warn(
-                f"LLM training loops ignore training.{', training.'.join(ignored)}",
-                UserWarning,
-                stacklevel=2,
-            )
+        """evaluation_interval, checkpoints and their export, HPO, max_reward; num_epochs and
+        evo_epochs for dataset loops (fields the paradigm does not read are refused earlier,
+        :func:`~agilerl.strategies.refuse_unused_training_fields`)."""
         kwargs: dict[str, Any] = {"evaluation_interval": training.evaluation_interval or 10}
         if training.checkpoint_steps is not None:
             kwargs["checkpoint_steps"] = training.checkpoint_steps
         if self.takes_epochs:
             kwargs["num_epochs"] = training.num_epochs
-        elif training.num_epochs is not None:
-            warnings.warn(
-                "training.num_epochs is ignored by rollout fine-tuning", UserWarning, stacklevel=2
-            )
+            kwargs["evo_epochs"] = training.evo_epochs
         kwargs["checkpoint_export"] = training.effective_checkpoint_export()
         if not self.takes_epochs:  # the rollout loop scores completions against it
             max_reward = getattr(env_spec, "max_reward", None)
@@ -110,6 +87,19 @@ class LLMRolloutStrategy(LLMStrategy):
     """
 
     paradigm: ClassVar[str] = "LLM rollout"
+    training_fields: ClassVar[frozenset[str]] = LLM_FIELDS | {
+        "eval_samples_per_task",
+        "eval_greedy",
+        "env_resource_ratio",
+        "rollout_mode",
+        "rollout_batch_size",
+        "rollout_engines_per_agent",
+        "training_gpus_per_agent",
+        "weight_sync_backend",
+        "weight_sync_interval",
+        "reuse_prefix_cache_across_syncs",
+        "rollout_version_stamp",
+    }
     multi_process: ClassVar[bool] = True
 
     def check(self, manifest: TrainingManifest, *, local: bool = True) -> None:
@@ -274,10 +264,17 @@ def check_rollout_engine(
             f"training.training_gpus_per_agent={training.training_gpus_per_agent} needs CUDA "
             "devices; on a CPU set it to 1"
         )
-    if training.env_resource_ratio is not None and training.rollout_mode != "async":
+    async_only = {
+        "training.env_resource_ratio": training.env_resource_ratio is not None,
+        "training.rollout_batch_size": training.rollout_batch_size is not None,
+        "training.rollout_engines_per_agent": training.rollout_engines_per_agent != 0,
+    }
+    named = [field for field, is_set in async_only.items() if is_set]
+    if named and training.rollout_mode != "async":
         raise ConfigError(
-            "training.env_resource_ratio sets the CPU share of asynchronous rollout engines; "
-            "set training.rollout_mode=async or remove it"
+            f"{', '.join(named)}: only asynchronous rollout engines read "
+            f"{'it' if len(named) == 1 else 'them'}; set training.rollout_mode=async or remove "
+            "the setting"
         )
     vllm_only = {
         "training.weight_sync_interval": training.weight_sync_interval is not None,
@@ -347,6 +344,7 @@ class LLMDatasetStrategy(LLMStrategy):
     """
 
     paradigm: ClassVar[str] = "LLM dataset"
+    training_fields: ClassVar[frozenset[str]] = LLM_FIELDS | {"num_epochs", "evo_epochs"}
     takes_epochs: ClassVar[bool] = True
     default_loop: ClassVar[str | TrainingLoop | None] = (
         "agilerl.training.llm.train_llm_dataset:train_llm_dataset"

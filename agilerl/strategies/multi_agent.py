@@ -9,7 +9,7 @@ from agilerl.arena.models.algorithms import AlgorithmSpec
 from agilerl.arena.models.env import EnvSpecBase
 from agilerl.arena.models.errors import ConfigError
 from agilerl.arena.models.training import ReplayBufferSpec, TrainingSpec
-from agilerl.strategies.base import EnvSetup, TrainingLoop, TrainingStrategy
+from agilerl.strategies.base import RL_EVAL_FIELDS, EnvSetup, TrainingLoop, TrainingStrategy
 
 if TYPE_CHECKING:
     from agilerl.arena.models.manifest import TrainingManifest
@@ -34,6 +34,10 @@ class PettingZooStrategy(TrainingStrategy):
     """Multi-agent paradigms trained on PettingZoo parallel envs, vectorised."""
 
     requires: ClassVar[tuple[str, ...]] = ("pettingzoo",)
+    training_fields: ClassVar[frozenset[str]] = RL_EVAL_FIELDS | {
+        "sum_scores",
+        "eval_max_concurrent_episodes",
+    }
 
     def make_envs(self, manifest: TrainingManifest, *, seed: int) -> EnvSetup:
         """``environment.num_envs`` copies (in process, or subprocesses with ``sync: false``).
@@ -134,6 +138,9 @@ class MultiAgentOffPolicyStrategy(PettingZooStrategy):
     """Off-policy multi-agent training (MADDPG, MATD3)."""
 
     paradigm: ClassVar[str] = "multi-agent off-policy"
+    training_fields: ClassVar[frozenset[str]] = PettingZooStrategy.training_fields | {
+        "learning_delay"
+    }
     default_loop: ClassVar[str | TrainingLoop | None] = (
         "agilerl.training.train_multi_agent:train_multi_agent_off_policy"
     )

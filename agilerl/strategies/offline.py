@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from agilerl.arena.models.algorithms import AlgorithmSpec
 from agilerl.arena.models.env import EnvSpecBase
 from agilerl.arena.models.training import ReplayBufferSpec, TrainingSpec
-from agilerl.strategies.base import EnvSetup, TrainingLoop, rl_trainer_kwargs
+from agilerl.strategies.base import RL_EVAL_FIELDS, EnvSetup, TrainingLoop, rl_trainer_kwargs
 from agilerl.strategies.single_agent import GymVectorEnvStrategy, make_memories
 
 if TYPE_CHECKING:
@@ -22,6 +22,10 @@ class OfflineStrategy(GymVectorEnvStrategy):
     """
 
     paradigm: ClassVar[str] = "offline"
+    training_fields: ClassVar[frozenset[str]] = RL_EVAL_FIELDS | {
+        "eval_max_concurrent_episodes",
+        "experience_sharing",
+    }
     default_loop: ClassVar[str | TrainingLoop | None] = (
         "agilerl.training.train_offline:train_offline"
     )

@@ -10,6 +10,7 @@ from agilerl.arena.models.env import EnvSpecBase
 from agilerl.arena.models.errors import ConfigError
 from agilerl.arena.models.training import ReplayBufferSpec, TrainingSpec
 from agilerl.strategies.base import (
+    RL_EVAL_FIELDS,
     EnvSetup,
     PopulationRuntime,
     TrainingLoop,
@@ -19,6 +20,10 @@ from agilerl.strategies.base import (
 
 if TYPE_CHECKING:
     from agilerl.arena.models.manifest import TrainingManifest
+
+
+EPSILON_FIELDS = ("eps_start", "eps_end", "eps_decay")
+"""``training`` fields of epsilon-greedy exploration (algorithms whose spec ``uses_epsilon``)."""
 
 
 def _batched_extras(training: TrainingSpec) -> dict[str, Any]:
@@ -31,7 +36,7 @@ def _batched_extras(training: TrainingSpec) -> dict[str, Any]:
 
 def _off_policy_extras(training: TrainingSpec, memory: Any, n_step_memory: Any) -> dict[str, Any]:
     extras: dict[str, Any] = {"memory": memory, "learning_delay": training.learning_delay or 0}
-    for key in ("eps_start", "eps_end", "eps_decay"):
+    for key in EPSILON_FIELDS:
         if getattr(training, key) is not None:
             extras[key] = getattr(training, key)
     if n_step_memory is not None:
@@ -89,6 +94,10 @@ class SingleAgentOnPolicyStrategy(GymVectorEnvStrategy):
     """On-policy single-agent training (PPO)."""
 
     paradigm: ClassVar[str] = "on-policy"
+    training_fields: ClassVar[frozenset[str]] = RL_EVAL_FIELDS | {
+        "batched_population",
+        "eval_max_concurrent_episodes",
+    }
     default_loop: ClassVar[str | TrainingLoop | None] = (
         "agilerl.training.population_loops:train_on_policy_population"
     )
@@ -148,9 +157,21 @@ class SingleAgentOffPolicyStrategy(GymVectorEnvStrategy):
     """Off-policy single-agent training (DQN, Rainbow DQN, DDPG, TD3)."""
 
     paradigm: ClassVar[str] = "off-policy"
+    training_fields: ClassVar[frozenset[str]] = RL_EVAL_FIELDS | {
+        "batched_population",
+        "eval_max_concurrent_episodes",
+        "learning_delay",
+        "experience_sharing",
+        *EPSILON_FIELDS,
+    }
     default_loop: ClassVar[str | TrainingLoop | None] = (
         "agilerl.training.population_loops:train_off_policy_population"
     )
+
+    def acted_training_fields(self, spec: AlgorithmSpec) -> frozenset[str]:
+        """The off-policy fields; the epsilon schedule only for epsilon-greedy algorithms."""
+        acted = super().acted_training_fields(spec)
+        return acted if spec.uses_epsilon else acted - set(EPSILON_FIELDS)
 
     def loop_kwargs(
         self, spec: AlgorithmSpec, manifest: TrainingManifest, envs: EnvSetup, *, device: str

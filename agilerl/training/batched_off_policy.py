@@ -107,7 +107,7 @@ def train_off_policy_batched(
 
     run = run or RunContext.ephemeral()
     size, num_envs = len(population), int(env.num_envs)
-    copies, episodes = eval_layout(eval_loop)
+    copies, episodes = eval_layout(eval_loop, run.explicit("eval_max_concurrent_episodes"))
     train_env = PopulationVectorEnv(env_factory, size, num_envs)
     eval_env = PopulationVectorEnv(env_factory, size, copies, per_member=True)
     shared = not isinstance(memory, list)

@@ -107,7 +107,7 @@ def train_on_policy_batched(
 
     run = run or RunContext.ephemeral()
     size = len(population)
-    copies, episodes = eval_layout(eval_loop)
+    copies, episodes = eval_layout(eval_loop, run.explicit("eval_max_concurrent_episodes"))
     pool = _EnvPool(env_factory)
     eval_env = PopulationVectorEnv(env_factory, size, copies, per_member=True)
     loop = PopulationLoop(

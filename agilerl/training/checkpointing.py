@@ -172,12 +172,36 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
 
 
+OPTIMIZER_KEYS = ("optimizers", "optimizer")
+"""Where an agent's state keeps its optimizer state (RL agents, LLM agents)."""
+
+
+def without_optimizer(state: Mapping[str, Any]) -> dict[str, Any]:
+    """``state`` with its optimizer state replaced by ``None`` (the key stays)."""
+    return {k: (None if k in OPTIMIZER_KEYS else v) for k, v in state.items()}
+
+
+def holds_optimizer(state: Mapping[str, Any]) -> bool:
+    """Whether an agent's state carries optimizer state (``checkpoint_optimizer`` was on)."""
+    return any(state.get(k) is not None for k in OPTIMIZER_KEYS)
+
+
 class CheckpointManager:
     """Writes and reads a run's population checkpoints."""
 
-    def __init__(self, directory: str | Path, *, keep_last_only: bool = False) -> None:
+    def __init__(
+        self, directory: str | Path, *, keep_last_only: bool = False, optimizer: bool = True
+    ) -> None:
+        """
+        Args:
+            directory: The run's ``checkpoints`` folder.
+            keep_last_only: Delete older checkpoints once a new one is complete.
+            optimizer: Store the agents' optimizer state (``training.checkpoint_optimizer``);
+                without it a resumed run starts its optimizers fresh.
+        """
         self.directory = Path(directory)
         self.keep_last_only = keep_last_only
+        self.optimizer = optimizer
 
     def save(
         self,
@@ -209,6 +233,8 @@ class CheckpointManager:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         for index, agent_state in enumerate(agent_states):
+            if not self.optimizer:
+                agent_state = without_optimizer(agent_state)
             write_agent_file(agent_state, tmp / f"agent_{index}.pt")
         atomic_torch_save({**state.to_dict(), "rng": rng_state()}, tmp / "state.pt")
         if memories is not None:
@@ -271,6 +297,13 @@ class CheckpointManager:
             if first_error is not None:
                 warnings.warn(
                     f"{first_error}; resuming from the previous checkpoint {path.name} instead",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            if not all(holds_optimizer(agent) for agent in loaded[0]):
+                warnings.warn(
+                    f"{path} holds no optimizer state (training.checkpoint_optimizer=false): "
+                    "the agents' optimizers restart fresh (no Adam moments, step count 0)",
                     UserWarning,
                     stacklevel=2,
                 )

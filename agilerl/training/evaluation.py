@@ -10,9 +10,15 @@ import numpy as np
 EVAL_COPIES_MAX = 16
 
 
-def eval_layout(eval_loop: int) -> tuple[int, int]:
-    """``(env copies, episodes per copy)`` covering at least ``eval_loop`` episodes."""
-    copies = max(1, min(eval_loop, EVAL_COPIES_MAX))
+def eval_layout(eval_loop: int, max_concurrent: int | None = None) -> tuple[int, int]:
+    """``(env copies, episodes per copy)`` covering at least ``eval_loop`` episodes.
+
+    Args:
+        eval_loop: Episodes per evaluation.
+        max_concurrent: Episodes in flight at once (``training.eval_max_concurrent_episodes``):
+            the evaluation env's copies; ``None``: up to :data:`EVAL_COPIES_MAX`.
+    """
+    copies = max(1, min(eval_loop, max_concurrent or EVAL_COPIES_MAX))
     return copies, math.ceil(eval_loop / copies)
 
 
@@ -27,6 +33,7 @@ class PopulationEnvs:
         seed: Run seed; slot ``i`` gets ``seed + 1000 i``.
         eval_loop: Episodes per evaluation.
         eval_steps: Cap on steps per evaluation; ``None`` runs whole episodes.
+        max_concurrent: Evaluation episodes in flight at once (see :func:`eval_layout`).
 
     Raises:
         ValueError: If more envs are needed and there is no ``env_factory``.
@@ -42,12 +49,13 @@ class PopulationEnvs:
         seed: int,
         eval_loop: int,
         eval_steps: int | None,
+        max_concurrent: int | None = None,
     ) -> None:
         if env_factory is None and (size > 1 or eval_env is None):
             raise ValueError(
                 "a population of more than one agent, or no eval_env, needs env_factory"
             )
-        copies, self.episodes = eval_layout(eval_loop)
+        copies, self.episodes = eval_layout(eval_loop, max_concurrent)
         self.eval_steps = eval_steps
         self.seed = seed
         self.train = [env] + [env_factory(seed=seed + 1000 * i) for i in range(1, size)]

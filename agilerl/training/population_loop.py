@@ -16,12 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.hpo.evolution import Evolution, live_hyperparameters
 from agilerl.training.checkpointing import ResumeState
 from agilerl.training.results import LoopResult
 from agilerl.training.run_context import RunContext, finite_or_none
 
-DISPLAY_EVERY = 2048
+DISPLAY_EVERY: int = TrainingSpec.model_fields["reporting_interval"].default
+"""Env steps between progress reports unless ``training.reporting_interval`` says otherwise."""
 FINAL_STATUSES = ("completed", "target_reached")
 
 
@@ -41,7 +43,9 @@ class PopulationLoop:
             env steps); the run is complete when no member has.
         progress: A member's step count (default: its ``steps``, env steps); an LLM
             member counts batches or rounds.
-        display_every: Steps between display refreshes.
+        display_every: Steps between progress reports (display refresh and a
+            ``progress/steps_per_second`` scalar to the sinks), unless the manifest
+            sets ``training.reporting_interval``.
         on_checkpoint: Called with each checkpoint's directory and whether it is the
             run's last (e.g. to export adapters beside it).
     """
@@ -64,7 +68,7 @@ class PopulationLoop:
         self.population = population
         self.trainable = trainable
         self.progress = progress or _env_steps
-        self.display_every = display_every
+        self.display_every = run.explicit("reporting_interval") or display_every
         self.on_checkpoint = on_checkpoint
         self.run = run
         self.max_steps = max_steps
@@ -141,14 +145,14 @@ class PopulationLoop:
         return agreed
 
     def advance(self, steps: int) -> None:
-        """Count ``steps`` env steps just taken; refresh the display now and then."""
+        """Count ``steps`` env steps just taken; report progress every ``display_every``."""
         self.env_steps += steps
-        if (
-            self.run.progress is not None
-            and self.env_steps - self._shown_steps >= self.display_every
-        ):
+        if self.env_steps - self._shown_steps >= self.display_every:
             self._shown_steps = self.env_steps
-            self.run.progress.update(self.env_steps, self.steps_per_second())
+            rate = self.steps_per_second()
+            if self.run.progress is not None:
+                self.run.progress.update(self.env_steps, rate)
+            self.run.sinks.log({"progress/steps_per_second": rate}, self.env_steps)
 
     def finished(self) -> bool:
         """Whether the run should stop (and why, in :attr:`status`)."""

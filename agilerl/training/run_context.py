@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.logging.loggers import FanOut
 from agilerl.logging.progress import TrainingProgress
 from agilerl.logging.run_dir import RunDirectory
@@ -48,6 +49,8 @@ class RunContext:
         stop_agreement: In a multi-process run, takes this process's "stop now"
             and returns whether any process stops (a collective every process
             calls at the same step); ``None`` in one process.
+        training: The manifest's validated training section (defaults for a direct
+            loop call); settings the engine and loops read that have no argument of their own.
     """
 
     run_dir: RunDirectory | None = None
@@ -65,6 +68,7 @@ class RunContext:
     memory_provider: Any = None
     operators_provider: Any = None
     stop_agreement: Callable[[bool], bool] | None = None
+    training: TrainingSpec = field(default_factory=TrainingSpec)
     started: float = field(default_factory=time.perf_counter)
 
     @classmethod
@@ -75,6 +79,10 @@ class RunContext:
     def elapsed(self) -> float:
         """Wall seconds of the run, including time before a resume."""
         return self.elapsed_before + time.perf_counter() - self.started
+
+    def explicit(self, name: str) -> Any:
+        """``training.<name>`` if the manifest set it, else ``None`` (the paradigm's default)."""
+        return getattr(self.training, name) if name in self.training.model_fields_set else None
 
     def out_of_time(self) -> bool:
         """Whether ``max_wall_seconds`` is used up."""

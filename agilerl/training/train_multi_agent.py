@@ -276,6 +276,7 @@ class _Members(Members):
         eval_loop: int,
         eval_steps: int | None,
         sum_scores: bool,
+        eval_copies: int | None = None,
     ) -> None:
         self.envs = _envs_for(population, env)
         self.eval_steps = eval_steps
@@ -285,7 +286,8 @@ class _Members(Members):
         self.sum_scores = sum_scores
         self._owned: list[PettingZooVectorEnv] = []
         if eval_env is None and env_factory is not None:
-            eval_env = env_factory(seed=seed + EVAL_SEED_OFFSET)
+            # eval_copies: training.eval_max_concurrent_episodes (None: the training copies)
+            eval_env = env_factory(seed=seed + EVAL_SEED_OFFSET, num_envs=eval_copies)
             self._owned.append(eval_env)
         self.eval_env = eval_env
 
@@ -456,7 +458,7 @@ def train_multi_agent_on_policy(
     members = OnPolicyMembers(
         population, env, max_steps=max_steps, seed=run.seed, eval_env=eval_env,
         env_factory=env_factory, eval_loop=eval_loop, eval_steps=eval_steps,
-        sum_scores=sum_scores,
+        sum_scores=sum_scores, eval_copies=run.explicit("eval_max_concurrent_episodes"),
     )  # fmt: skip
     return run_population(
         population, members, run, max_steps=max_steps, evo_steps=evo_steps, target=target,
@@ -530,6 +532,7 @@ def train_multi_agent_off_policy(
         population, env, memory=memory, learning_delay=learning_delay, max_steps=max_steps,
         seed=run.seed, eval_env=eval_env, env_factory=env_factory, eval_loop=eval_loop,
         eval_steps=eval_steps, sum_scores=sum_scores,
+        eval_copies=run.explicit("eval_max_concurrent_episodes"),
     )  # fmt: skip
     return run_population(
         population, members, run, max_steps=max_steps, evo_steps=evo_steps, target=target,

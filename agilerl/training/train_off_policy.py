@@ -91,6 +91,7 @@ def train_off_policy(
         seed=run.seed,
         eval_loop=eval_loop,
         eval_steps=eval_steps,
+        max_concurrent=run.explicit("eval_max_concurrent_episodes"),
     )
     shared = not isinstance(memory, list)
     memories = (

@@ -110,7 +110,7 @@ def train_offline(
         dataset = load_offline_dataset(
             minari_dataset_id=minari_dataset_id, dataset_path=dataset_path, remote=remote
         )
-    copies, episodes = eval_layout(eval_loop)
+    copies, episodes = eval_layout(eval_loop, run.explicit("eval_max_concurrent_episodes"))
     evaluation, owned = _eval_env(env, eval_env, env_factory, dataset, run.seed, copies)
     obs_space = getattr(evaluation, "single_observation_space", evaluation.observation_space)
     act_space = getattr(evaluation, "single_action_space", evaluation.action_space)

@@ -76,6 +76,7 @@ def train_on_policy(
         seed=run.seed,
         eval_loop=eval_loop,
         eval_steps=eval_steps,
+        max_concurrent=run.explicit("eval_max_concurrent_episodes"),
     )
     return run_population(
         population, OnPolicyMembers(envs, run.seed), run, max_steps=max_steps,

@@ -17,13 +17,9 @@ from agilerl.trainer import LocalTrainer
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
-SMOKE = (
-    "training.max_steps=512",
-    "training.evo_steps=256",
-    "training.eval_steps=50",
-    "training.eval_loop=1",
-    "training.pop_size=1",
-)
+SMOKE = ("training.max_steps=512", "training.evo_steps=256", "training.pop_size=1")
+# Episode evaluation (RL paradigms; an LLM run refuses these fields, it does not read them)
+RL_EVAL_SMOKE = ("training.eval_steps=50", "training.eval_loop=1")
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +57,9 @@ def _smoke(experiment: str) -> tuple[str, ...]:
     envs = [line.split(":", 1)[1].strip() for line in text.splitlines() if "override /env:" in line]
     rollout = [e for e in envs if "env_type: rollout" in (CONF / "env" / f"{e}.yaml").read_text()]
     if "override /algorithm: ippo" in text:
-        return SMOKE + ON_POLICY_MULTI_AGENT_SMOKE
+        return SMOKE + RL_EVAL_SMOKE + ON_POLICY_MULTI_AGENT_SMOKE
+    if "llm_lora" not in text:
+        return SMOKE + RL_EVAL_SMOKE
     if not rollout:
         return SMOKE
     budget = ("training.max_steps=", "training.evo_steps=")

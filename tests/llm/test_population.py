@@ -113,6 +113,25 @@ def test_hpo_run_writes_lineage(tmp_path: Path, make_spec, make_env, tokenizer) 
     assert (tmp_path / "checkpoints" / "step_000000000006" / "adapter_1").is_dir()
 
 
+@pytest.mark.parametrize("evo_epochs", [None, 1])
+def test_evo_epochs_evolves_once_per_that_many_passes(
+    tmp_path: Path, make_spec, make_env, tokenizer, evo_epochs: int | None
+) -> None:
+    env = make_env("preference")
+    env.train.rows, env.test.rows = env.train.rows[:8], env.test.rows[:4]  # 2 batches a pass
+    population = population_on_one_base(make_spec("DPO", batch_size=4, beta=0.005), tokenizer, 2)
+    tournament, mutation = _operators(population[0].spec, 2, rl_hp_mut=1.0)
+    train_llm_dataset(
+        population, env, num_epochs=4, evo_epochs=evo_epochs, evaluation_interval=1,
+        tournament=tournament, mutation=mutation, run_dir=tmp_path,
+    )  # fmt: skip
+    rows = (tmp_path / "hpo.csv").read_text().splitlines()[1:]
+    steps = sorted({int(row.split(",")[1]) for row in rows})
+    # at every evaluation (each batch of 2 members) but the last, or after each pass
+    # (2 batches of 2 members) but the last
+    assert steps == (list(range(2, 16, 2)) if evo_epochs is None else [4, 8, 12])
+
+
 @pytest.mark.slow
 def test_hpo_run_resumes_exactly(tmp_path: Path, make_spec, make_env, tokenizer) -> None:
     env = make_env("preference")

@@ -140,7 +140,14 @@ def test_a_multi_turn_entrypoint_env_appends_observations(
             ["algorithm.use_vllm=true", "training.rollout_version_stamp=publish"],
             r"training.rollout_version_stamp=publish: .* stamp the same",
         ),
-        (["training.env_resource_ratio=0.5"], r"training.env_resource_ratio sets the CPU share"),
+        (
+            ["training.env_resource_ratio=0.5"],
+            r"training.env_resource_ratio: only asynchronous rollout engines read it",
+        ),
+        (
+            ["training.rollout_batch_size=2", "training.rollout_engines_per_agent=1"],
+            r"training.rollout_batch_size, training.rollout_engines_per_agent: only async",
+        ),
         (["training.weight_sync_interval=2"], r"training.weight_sync_interval: only vLLM"),
         (
             ["+algorithm.vllm_config={gpu_memory_utilization: 0.5}"],

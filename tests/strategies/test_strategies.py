@@ -136,13 +136,14 @@ def test_trainer_kwargs_per_paradigm() -> None:
     assert kwargs["sum_scores"] is False
 
 
-def test_llm_kwargs_and_warnings() -> None:
+def test_llm_kwargs() -> None:
     dpo = MANIFEST_REGISTRY.create("DPO")
     env = LLMEnvSpec(env_type="dataset", objective="preference", dataset="d.jsonl")
     kwargs = select_strategy(dpo).get_trainer_kwargs(
-        dpo, training=TrainingSpec(num_epochs=2), env_spec=env
+        dpo, training=TrainingSpec(num_epochs=2, evo_epochs=1), env_spec=env
     )
     assert kwargs["num_epochs"] == 2 and kwargs["evaluation_interval"] == 10
+    assert kwargs["evo_epochs"] == 1
     grpo = MANIFEST_REGISTRY.create("GRPO", group_size=2)
     rollout = LLMEnvSpec(
         env_type="rollout",
@@ -151,12 +152,7 @@ def test_llm_kwargs_and_warnings() -> None:
         prompt_template={"user_0": "q"},
         max_reward=2.0,
     )
-    with pytest.warns(UserWarning, match="num_epochs"):
-        kwargs = select_strategy(grpo).get_trainer_kwargs(
-            grpo, training=TrainingSpec(num_epochs=2), env_spec=rollout
-        )
+    kwargs = select_strategy(grpo).get_trainer_kwargs(
+        grpo, training=TrainingSpec(), env_spec=rollout
+    )
     assert "num_epochs" not in kwargs and kwargs["max_reward"] == 2.0
-    with pytest.warns(UserWarning, match="target_score"):
-        select_strategy(grpo).get_trainer_kwargs(
-            grpo, training=TrainingSpec(target_score=1.0), env_spec=rollout
-        )

@@ -59,12 +59,15 @@ def test_accepts_names_dicts_and_specs(tmp_path: Path) -> None:
 
 
 def test_run_directory_contents(tmp_path: Path) -> None:
-    population, fitnesses = small_run(tmp_path, pop_size=2, checkpoint_steps=4096).train()
+    population, fitnesses = small_run(
+        tmp_path, pop_size=2, checkpoint_steps=4096, name="cartpole-pair"
+    ).train()
     run = tmp_path / "run"
     assert len(population) == 2 and len(fitnesses) == 2
     manifest = yaml.safe_load((run / "manifest.yaml").read_text())
     assert manifest["algorithm"]["name"] == "PPO" and manifest["training"]["pop_size"] == 2
     summary = json.loads((run / "summary.json").read_text())
+    assert summary["name"] == "cartpole-pair"  # training.name labels the run
     for key in (
         "algorithm",
         "env",
@@ -123,6 +126,98 @@ def test_resume_continues_counters_and_metrics(tmp_path: Path) -> None:
     steps = [int(line.split(",")[0]) for line in rows_after[1:]]
     assert steps == [1024, 2048, 3072, 4096]
     assert json.loads((run / "summary.json").read_text())["total_steps"] == 4096
+
+
+def test_checkpoint_optimizer_false_writes_no_optimizer_state_and_resume_says_so(
+    tmp_path: Path,
+) -> None:
+    from agilerl.training.checkpointing import read_agent_file
+
+    sizes = {}
+    for keep in (True, False):
+        run = tmp_path / f"optimizer_{keep}"
+        LocalTrainer(
+            PPOSpec(learn_step=512, batch_size=128, update_epochs=2),
+            GymEnvSpec(name="CartPole-v1", num_envs=4),
+            {"max_steps": 1024, "evo_steps": 1024, "eval_loop": 1, "eval_steps": 100}
+            | {"checkpoint_optimizer": keep},
+            run_dir=run,
+            verbose=False,
+        ).train()
+        agent_file = run / "checkpoints" / (run / "checkpoints/latest").read_text().strip()
+        agent_file = agent_file / "agent_0.pt"
+        state = read_agent_file(agent_file)
+        assert (state["optimizers"] is not None) == keep
+        sizes[keep] = agent_file.stat().st_size
+    assert sizes[False] < sizes[True]  # Adam's two moments per weight are not written
+
+    resumed = LocalTrainer.from_manifest(
+        yaml.safe_load((run / "manifest.yaml").read_text())
+        | {"training": {"max_steps": 2048, "evo_steps": 1024, "eval_loop": 1, "eval_steps": 100,
+                        "checkpoint_optimizer": False}},
+        run_dir=run,
+        resume=True,
+        verbose=False,
+    )  # fmt: skip
+    with pytest.warns(UserWarning, match="checkpoint_optimizer=false.*restart fresh"):
+        population, _ = resumed.train()
+    assert population[0].steps == 2048
+
+
+def _reported_steps(run: Path) -> list[int]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(next(run.rglob("events.out.tfevents.*")).parent))
+    events.Reload()
+    return [e.step for e in events.Scalars("progress/steps_per_second")]
+
+
+def test_reporting_interval_sets_how_often_progress_is_reported(tmp_path: Path) -> None:
+    reported = {}
+    for every in (None, 256):
+        run = tmp_path / f"every_{every}"
+        interval = {} if every is None else {"reporting_interval": every}
+        LocalTrainer(
+            PPOSpec(learn_step=128, batch_size=128, update_epochs=1),
+            GymEnvSpec(name="CartPole-v1", num_envs=4),
+            {"max_steps": 2048, "evo_steps": 1024, "eval_loop": 1, "eval_steps": 50} | interval,
+            run_dir=run,
+            verbose=False,
+        ).train()
+        reported[every] = _reported_steps(run)
+    assert reported[None] == [1024, 2048]  # the spec's default, 1024 env steps
+    assert reported[256] == [256 * k for k in range(1, 9)]
+
+
+@pytest.mark.parametrize("algorithm", ["PPO", "DQN"])
+def test_eval_max_concurrent_episodes_sizes_the_evaluation_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, algorithm: str
+) -> None:
+    import agilerl.envs.gym as gym_envs
+
+    made: list[int] = []
+    real = gym_envs.make_vector_env
+
+    def recording(spec, num_envs=None, **kwargs):  # the real env, its size noted
+        env = real(spec, num_envs, **kwargs)
+        made.append(env.num_envs)
+        return env
+
+    monkeypatch.setattr(gym_envs, "make_vector_env", recording)
+    sizes = {}
+    for cap in (None, 2):
+        made.clear()
+        LocalTrainer(
+            algorithm,
+            GymEnvSpec(name="CartPole-v1", num_envs=4),
+            {"max_steps": 512, "evo_steps": 512, "eval_loop": 6, "eval_steps": 50}
+            | ({} if cap is None else {"eval_max_concurrent_episodes": cap}),
+            run_dir=tmp_path / f"{algorithm}_{cap}",
+            verbose=False,
+        ).train()
+        sizes[cap] = list(made)
+    assert 6 in sizes[None] and 6 not in sizes[2]  # eval_loop copies, or the cap
+    assert 2 in sizes[2]
 
 
 def test_killed_run_resumes_and_finishes(tmp_path: Path) -> None:

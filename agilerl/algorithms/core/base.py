@@ -369,8 +369,10 @@ class EvolvableAlgorithm:
                 net.load_state_dict(state["networks"][name])
             except (RuntimeError, KeyError) as exc:
                 raise ValueError(f"Weights of {name!r} do not fit the network: {exc}") from exc
+        optimizers = state["optimizers"]  # None: saved without (checkpoint_optimizer=false)
         for name, opt in self._optimizers().items():
-            opt.load_state_dict(state["optimizers"][name])
+            if optimizers is not None:
+                opt.load_state_dict(optimizers[name])
         self.index = int(state.get("index", self.index))
         self.steps = int(state.get("steps", 0))
         self.num_updates = int(state.get("num_updates", 0))

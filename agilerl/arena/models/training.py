@@ -38,7 +38,11 @@ class CheckpointExportSpec(StrictModel):
 class TrainingSpec(StrictModel):
     """The manifest's training section."""
 
-    name: str | None = Field(None, description="Label of the run.")
+    name: str | None = Field(
+        None,
+        description="Label of the run: the console display, summary.json's name and the "
+        "wandb run name (default: the run directory's name).",
+    )
     max_steps: int = Field(1_000_000, ge=1, description="Env steps per agent before stopping.")
     evo_steps: int | None = Field(
         None,
@@ -71,7 +75,11 @@ class TrainingSpec(StrictModel):
     )
     checkpoint_path: str | None = Field(None, description="Checkpoint directory.")
     overwrite_checkpoints: bool = Field(False, description="Keep only the latest checkpoint.")
-    checkpoint_optimizer: bool = Field(True, description="Store optimizer state in checkpoints.")
+    checkpoint_optimizer: bool = Field(
+        True,
+        description="Store optimizer state in checkpoints; false writes smaller checkpoints "
+        "and a resumed run restarts its optimizers fresh.",
+    )
     evaluation_interval: int | None = Field(
         None, ge=1, description="Steps between evaluations (LLM loops)."
     )
@@ -81,7 +89,12 @@ class TrainingSpec(StrictModel):
         None, ge=1, description="Evaluation episodes in flight at once."
     )
     num_epochs: int | None = Field(None, ge=1, description="Passes over a dataset (LLM dataset).")
-    evo_epochs: int | None = Field(None, ge=1, description="Epochs between evolutions.")
+    evo_epochs: int | None = Field(
+        None,
+        ge=1,
+        description="Passes over the training split between evolutions (LLM dataset "
+        "fine-tuning; instead of evo_steps).",
+    )
     max_wall_seconds: float | None = Field(
         None, gt=0, description="Stop after this many seconds of wall time."
     )
@@ -148,6 +161,10 @@ class TrainingSpec(StrictModel):
             )
         if self.evo_epochs is not None and self.num_epochs is None:
             raise ValueError("evo_epochs needs num_epochs")
+        if self.evo_epochs is not None and "evo_steps" in self.model_fields_set:
+            raise ValueError(
+                "evo_steps and evo_epochs both set when evolution happens: keep one of them"
+            )
         if (
             self.eps_start is not None
             and self.eps_end is not None

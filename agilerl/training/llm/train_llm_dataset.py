@@ -104,6 +104,7 @@ def train_llm_dataset(
     checkpoint_steps: int | None = None,
     checkpoint_export: CheckpointExportSpec | None = None,
     evo_steps: int | None = None,
+    evo_epochs: int | None = None,
     tournament: Any = None,
     mutation: Any = None,
     run: RunContext | None = None,
@@ -125,6 +126,8 @@ def train_llm_dataset(
         checkpoint_export: Adapter-only or merged exports (default: adapters).
         evo_steps: Batches between evolutions (at the first evaluation past
             each multiple; default: every evaluation).
+        evo_epochs: Passes over the training split between evolutions (replaces
+            ``evo_steps``: ``evo_epochs`` x batches per epoch).
         tournament: Selection operator (evolutionary HPO; ``None``: no evolution).
         mutation: Mutation operator, used with ``tournament``.
         run: Run context from the trainer; otherwise one is made for ``run_dir``.
@@ -146,6 +149,8 @@ def train_llm_dataset(
     context = llm_run_context(population, run, run_dir, resume)
     spec = population[0].spec
     members = DatasetMembers(env, spec.batch_size, spec.seed, checkpoint_export, stop_after)
+    if evo_epochs is not None:
+        evo_steps = evo_epochs * members.per_epoch
     total = min(
         max_steps if max_steps is not None else math.inf,
         num_epochs * members.per_epoch if num_epochs is not None else math.inf,

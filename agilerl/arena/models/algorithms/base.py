@@ -63,6 +63,8 @@ class AlgorithmSpec(StrictModel):
     alias_implies: ClassVar[dict[str, dict[str, Any]]] = {}
     supports_per_buffer: ClassVar[bool] = False
     action_space_kinds: ClassVar[frozenset[str]] = ANY_ACTION
+    uses_epsilon: ClassVar[bool] = False
+    """Explores epsilon-greedily, so ``training.eps_start/eps_end/eps_decay`` act on it."""
 
     batch_size: int = Field(64, ge=1, description="Samples per gradient step.")
 

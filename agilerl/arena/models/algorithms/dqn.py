@@ -18,6 +18,7 @@ class DQNSpec(SingleAgentAlgorithmSpec):
 
     off_policy: ClassVar[bool] = True
     action_space_kinds: ClassVar[frozenset[str]] = DISCRETE
+    uses_epsilon: ClassVar[bool] = True
 
     learn_step: int = learn_step_field(4)
     lr: float = lr_field(1e-4)
