@@ -73,7 +73,7 @@ def _algorithms() -> int:
         elif strategy.unavailable_reason(default_spec) is None:
             trains = "yes"
         else:
-            trains = "not in this version"
+            trains = "no"
         fields = spec_cls.model_fields
         keys = [
             k

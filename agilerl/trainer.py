@@ -255,7 +255,7 @@ class LocalTrainer:
         Raises:
             ConfigError: For user mistakes found at run time (unknown env id,
                 incompatible action space, unusable checkpoint, diverged training,
-                a paradigm that does not train in this version).
+                a paradigm that cannot train here).
         """
         result = self.run()
         return result.population, result.fitnesses

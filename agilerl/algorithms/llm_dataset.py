@@ -19,7 +19,6 @@ import copy
 import itertools
 import os
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -44,33 +43,6 @@ from agilerl.llm.model import (
 
 CHECKPOINT_FORMAT = "agilerl.llm_dataset"
 CHECKPOINT_VERSION = 1
-
-
-# Spec fields for GPU-scale runs that this CPU/single-process implementation does not act on.
-_NOT_USED_HERE = (
-    "fsdp",
-    "quantization",
-    "use_liger_kernel",
-    "use_mamba_kernels",
-    "activation_offload",
-    "moe_lora_recompute",
-    "chunk_rows",
-    "lora_target_scope",
-)
-
-
-def _warn_unused(spec: LLMAlgorithmSpec) -> None:
-    unused = [
-        k
-        for k in _NOT_USED_HERE
-        if k in spec.model_fields_set and getattr(spec, k) not in (None, False)
-    ]
-    if unused:
-        warnings.warn(
-            f"{spec.name} ignores algorithm.{', algorithm.'.join(unused)} in this version",
-            UserWarning,
-            stacklevel=3,
-        )
 
 
 def _chunks(items: list[Any], size: int) -> list[list[Any]]:
@@ -116,7 +88,6 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
         if tokenizer is None:
             raise ValueError(f"{type(self).__name__} needs a tokenizer")
         self.tokenizer = tokenizer
-        _warn_unused(spec)
         self.adapter_name = ACTOR_ADAPTER if index == 0 else f"agent_{index}"
         seed_everything(spec.seed + index)
         self.actor = actor_network if actor_network is not None else self._load_actor()
@@ -271,6 +242,10 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
         """Loss of one micro-batch, scaled so micro-batch losses sum to the mini-batch mean."""
         raise NotImplementedError
 
+    def _micro_norm(self, micro_rows: list[Any], norm: float, micro_batches: int) -> float:
+        """What one micro-batch's loss is divided by (the mini-batch's ``norm`` here)."""
+        return norm
+
     def _norm(self, rows: list[TokenisedRow]) -> float:
         """What a mini-batch's loss is averaged over (rows here; tokens for SFT)."""
         return float(len(rows))
@@ -298,11 +273,13 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
                 _chunks(rows, mini), self._split(context, mini), strict=False
             ):
                 norm = self._norm(mini_rows)
+                micro_batches = _chunks(mini_rows, micro)
                 self.optimizer.zero_grad(set_to_none=True)
                 for micro_rows, micro_ctx in zip(
-                    _chunks(mini_rows, micro), self._split(mini_ctx, micro), strict=False
+                    micro_batches, self._split(mini_ctx, micro), strict=False
                 ):
-                    loss, metrics = self.loss(micro_rows, env, micro_ctx, norm)
+                    micro_norm = self._micro_norm(micro_rows, norm, len(micro_batches))
+                    loss, metrics = self.loss(micro_rows, env, micro_ctx, micro_norm)
                     loss.backward()
                     for key, value in metrics.items():
                         totals[key] = totals.get(key, 0.0) + value

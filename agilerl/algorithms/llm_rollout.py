@@ -22,7 +22,6 @@ log-probs are the sampler's, so no extra forward pass is needed.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, ClassVar
 
 import torch
@@ -38,18 +37,11 @@ from agilerl.arena.models.algorithms import GRPOSpec, LLMAlgorithmSpec, LLMPPOSp
 from agilerl.components.advantages import gae_torch
 from agilerl.llm import distributed
 from agilerl.llm.generation import SamplingSettings, generate, token_logps
+from agilerl.llm.importance import diverged_sequences, pooled_log_ratio
 from agilerl.llm.model import reference_policy
 from agilerl.llm.prefix import prefix_token_logps, shared_prefixes
 from agilerl.llm.rollout import Sample, collate, collect, pad_rows
 from agilerl.llm.rollout_env import RolloutEnv
-
-# Rollout settings this version accepts but does not act on yet (a warning says so).
-_ROLLOUT_NOT_USED_HERE = (
-    "thinking_token_budget",
-    "constrain_answer_pattern",
-    "answer_continuation",
-    "cosine_lr_schedule_config",
-)
 
 
 class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
@@ -67,13 +59,6 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
             from agilerl.llm.vllm_engine import VLLMGenerator
 
             self.generator = VLLMGenerator.shared(spec)
-        unused = [k for k in _ROLLOUT_NOT_USED_HERE if getattr(spec, k, None) not in (None, False)]
-        if unused:
-            warnings.warn(
-                f"{spec.name} ignores algorithm.{', algorithm.'.join(unused)} in this version",
-                UserWarning,
-                stacklevel=2,
-            )
 
     # --- parameters -------------------------------------------------------------------
     def _named_trainable(self) -> dict[str, torch.nn.Parameter]:
@@ -312,16 +297,21 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
         mask = batch["action_mask"][:, -keep:].to(logps.device)
         old = batch["old_logps"][:, -keep:].to(logps.device)
         advantages = self.token_advantages(rows, context, logps.shape[1]).to(logps.device)
-        log_ratio = (logps - old) * mask
+        level, pooling = self.ratio_level()
+        log_ratio = pooled_log_ratio((logps - old) * mask, mask, level, pooling)
         ratio = torch.exp(log_ratio)
+        metrics: dict[str, float] = {}
         bounds = getattr(spec, "off_policy_token_mask_bounds", None)
         if bounds is not None:
             low, high = bounds
             mask = mask * ((ratio.detach() >= low) & (ratio.detach() <= high)).float()
-        per_token = clipped_surrogate(ratio, advantages, 1 - spec.clip_coef, 1 + spec.clip_coef)
-        if self.generator is not None and spec.vllm_importance_sampling_correction:
-            per_token = per_token * self._sampler_weights(rows, old, mask).to(per_token.device)
-        metrics: dict[str, float] = {}
+        threshold = getattr(spec, "off_policy_sequence_mask_threshold", None)
+        if threshold is not None:
+            sequence_advantage = (advantages * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+            dropped = diverged_sequences(logps, old, mask, sequence_advantage, threshold)
+            mask = mask * (~dropped).float()[:, None]
+            metrics["masked_sequences"] = float(dropped.sum())
+        kl = None
         if "ref" in context:
             ref = pad_rows(context["ref"], logps.shape[1]).to(logps.device)
             delta = ref - logps
@@ -330,8 +320,15 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
                 kl = kl * ratio.detach()
             if getattr(spec, "kl_clamp", None) is not None:
                 kl = kl.clamp(max=spec.kl_clamp)
-            per_token = per_token + spec.beta * kl
             metrics["kl"] = float((kl.detach() * mask).sum() / norm)
+        shaped = kl is not None and getattr(spec, "use_kl_advantage_shaping", False)
+        if shaped:  # the KL becomes a per-token penalty on the advantage, not a loss term
+            advantages = advantages - spec.beta * kl.detach()
+        per_token = self.surrogate(ratio, advantages, logps)
+        if self.generator is not None and spec.vllm_importance_sampling_correction:
+            per_token = per_token * self._sampler_weights(rows, old, mask).to(per_token.device)
+        if kl is not None and not shaped:
+            per_token = per_token + spec.beta * kl
         loss = (per_token * mask).sum() / norm
         if self.value_head is not None:
             value_loss = self.value_loss(rows, context, states, mask, norm)
@@ -343,6 +340,29 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
             clip_fraction=float((clip_frac * mask).sum() / norm),
         )
         return loss, metrics
+
+    def ratio_level(self) -> tuple[str, str]:
+        """Where the importance ratio is taken (``token``, ``turn``, ``trajectory``) and how a
+        span's token log-ratios pool (``mean``, ``sum``); see :mod:`agilerl.llm.importance`."""
+        level = getattr(self.spec, "importance_sampling_level", None)
+        pooling = getattr(self.spec, "turn_ratio_pooling", "mean")
+        return ("token" if level in (None, "auto") else level), pooling
+
+    def surrogate(
+        self, ratio: torch.Tensor, advantages: torch.Tensor, logps: torch.Tensor
+    ) -> torch.Tensor:
+        """The per-token policy loss: PPO's clipped surrogate."""
+        del logps
+        return clipped_surrogate(
+            ratio, advantages, 1 - self.spec.clip_coef, 1 + self.spec.clip_coef
+        )
+
+    def _micro_norm(self, micro_rows: list[Sample], norm: float, micro_batches: int) -> float:
+        """``loss_norm``: ``micro_batch`` averages each micro-batch over its own tokens (the
+        mini-batch's loss is their mean); otherwise the mini-batch's token count."""
+        if getattr(self.spec, "loss_norm", "accumulation_window") == "micro_batch":
+            return self._norm(micro_rows) * micro_batches
+        return norm
 
     def _sampler_weights(
         self, rows: list[Sample], old: torch.Tensor, mask: torch.Tensor

@@ -145,7 +145,7 @@ class TrainingStrategy(ABC):
         return loop.rpartition(":")[2] if isinstance(loop, str) else loop.__name__
 
     def unavailable_reason(self, spec: AlgorithmSpec | None = None) -> str | None:
-        """Why this paradigm cannot train in this version, or ``None`` if it can.
+        """Why this paradigm cannot train here, or ``None`` if it can.
 
         A paradigm trains once its loop imports and it makes its envs; both are
         read from the code, so the answer changes when the paradigm lands. With
@@ -158,18 +158,18 @@ class TrainingStrategy(ABC):
             if missing is not None:
                 return missing
         if type(self).make_envs is TrainingStrategy.make_envs:
-            return f"{label} training is not available in this version yet"
+            return f"{label} training is not available: its strategy makes no envs"
         try:
             self.get_training_loop(spec)
         except NotImplementedError as exc:
-            return f"{label} training is not available in this version yet ({exc})"
+            return f"{label} training is not available ({exc})"
         if spec is not None:
             from agilerl.builders import select_builder
 
             try:
                 algo_cls = select_builder(spec).algo_class(spec)
             except (AttributeError, TypeError) as exc:
-                return f"{label} training is not available in this version yet ({exc})"
+                return f"{label} training is not available ({exc})"
             return algo_cls.unsupported_reason(spec)
         return None
 
@@ -202,7 +202,7 @@ class TrainingStrategy(ABC):
 
     @property
     def trainable(self) -> bool:
-        """Whether this paradigm trains in this version."""
+        """Whether this paradigm trains here (its loop and envs are available)."""
         return self.unavailable_reason() is None
 
     def make_envs(self, manifest: TrainingManifest, *, seed: int) -> EnvSetup:
@@ -211,7 +211,7 @@ class TrainingStrategy(ABC):
         Raises:
             NotImplementedError: Until the paradigm provides its envs.
         """
-        raise NotImplementedError(f"{type(self).__name__} makes no envs in this version")
+        raise NotImplementedError(f"{type(self).__name__} makes no envs")
 
     def build_population(
         self, spec: AlgorithmSpec, builder: Any, envs: EnvSetup, runtime: PopulationRuntime

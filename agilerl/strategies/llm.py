@@ -39,6 +39,27 @@ def model_path(spec: AlgorithmSpec) -> Path:
     return path
 
 
+def check_fsdp(spec: AlgorithmSpec, *, multi_process: bool) -> None:
+    """Refuse ``algorithm.fsdp`` where there is nothing to shard across (one process).
+
+    Raises:
+        ConfigError: Naming ``algorithm.fsdp`` and how to start several processes.
+    """
+    from agilerl.training.distributed_run import process_info
+
+    if getattr(spec, "fsdp", None) is None or (multi_process and process_info().multi):
+        return
+    how = (
+        "start the run with torchrun --nproc_per_node=N train.py ..."
+        if multi_process
+        else f"{spec.name} fine-tunes in one process"
+    )
+    raise ConfigError(
+        f"algorithm.fsdp shards the model across the processes of a multi-process run, and "
+        f"this run has one: {how}, or remove algorithm.fsdp"
+    )
+
+
 class LLMStrategy(TrainingStrategy):
     """Shared orchestration for the LLM fine-tuning loops."""
 
@@ -53,6 +74,7 @@ class LLMStrategy(TrainingStrategy):
         """
         if local:
             model_path(manifest.algorithm)
+            check_fsdp(manifest.algorithm, multi_process=self.multi_process)
 
     def get_trainer_kwargs(
         self,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agilerl.arena.models.algorithms import AlgorithmSpec
@@ -106,7 +105,7 @@ def check_replay_buffer(manifest: TrainingManifest, envs: EnvSetup) -> ReplayBuf
     """The ``replay_buffer`` section of a multi-agent run, checked against free memory.
 
     Multi-agent memories are one-step and uniform (as :func:`init_buffer` builds
-    them); ``per_buffer`` and ``n_step_buffer`` are ignored, with a warning.
+    them); the manifest refuses ``per_buffer`` and ``n_step_buffer`` for them.
 
     Raises:
         ConfigError: If ``max_size`` joint transitions of every agent do not fit in memory.
@@ -117,15 +116,7 @@ def check_replay_buffer(manifest: TrainingManifest, envs: EnvSetup) -> ReplayBuf
         estimate_buffer_bytes,
     )
 
-    buffer = manifest.replay_buffer or ReplayBufferSpec()
-    flags = [f for f in ("per_buffer", "n_step_buffer") if getattr(buffer, f)]
-    if flags:
-        warnings.warn(
-            f"replay_buffer.{' and '.join(flags)}: {manifest.algorithm.name} uses a one-step "
-            "uniform multi-agent replay buffer; the setting is ignored",
-            UserWarning,
-            stacklevel=3,
-        )
+    buffer = manifest.replay_buffer or ReplayBufferSpec()  # PER and n-step refused earlier
     needed = estimate_buffer_bytes(buffer.max_size, envs.observation_space, envs.action_space)
     try:
         check_memory(needed, what=f"MultiAgentReplayBuffer(max_size={buffer.max_size:,})")

@@ -105,9 +105,9 @@ def test_replay_buffer_section_is_checked_against_memory_and_its_flags() -> None
         huge = _matd3_manifest(max_size=10**11)
         with pytest.raises(ConfigError, match=r"replay_buffer\.max_size"):
             strategy.loop_kwargs(spec, huge, envs, device="cpu")
-        flagged = _matd3_manifest(n_step_buffer=True)  # per_buffer is refused by the manifest
-        with pytest.warns(UserWarning, match="n_step_buffer: MATD3 uses a one-step"):
-            strategy.loop_kwargs(spec, flagged, envs, device="cpu")
+        for flag in ("n_step_buffer", "per_buffer"):  # refused by the manifest, naming it
+            with pytest.raises(ConfigError, match=rf"replay_buffer.{flag}: MATD3 keeps a one"):
+                _matd3_manifest(**{flag: True})
     finally:
         envs.close()
 

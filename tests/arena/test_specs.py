@@ -37,7 +37,9 @@ def test_every_model_forbids_unknown_keys_and_describes_fields(model: type) -> N
 def test_fsdp_dataclass_forbids_unknown_keys() -> None:
     with pytest.raises(ValidationError):
         m.FSDPConfig(nope=1)
-    assert m.FSDPConfig(param_dtype="torch.float16").param_dtype == "float16"
+    assert m.FSDPConfig(param_dtype="torch.bfloat16").param_dtype == "bfloat16"
+    with pytest.raises(ValidationError, match=r"fsdp.tp=2 cannot act here.*remove fsdp.tp"):
+        m.FSDPConfig(tp=2)
 
 
 def test_base_spec_defaults_match_the_seed() -> None:
@@ -164,14 +166,14 @@ def test_paradigm_flags_are_class_level() -> None:
     [
         ("RainbowDQN", {"v_min": 10, "v_max": 0}, "v_min"),
         ("GRPO", {"group_size": 2, "clip_coef": [0.1, 0.2]}, "clip_coef"),
-        ("GRPO", {"group_size": 2, "answer_continuation": True}, "constrain_answer_pattern"),
+        ("GRPO", {"group_size": 2, "answer_continuation": True}, "answer_continuation=True"),
         ("GRPO", {"group_size": 2, "constrain_answer_pattern": "^x"}, "anchored"),
         ("GRPO", {"group_size": 2, "constrain_answer_pattern": "(x"}, "regular expression"),
-        ("GRPO", {"group_size": 2, "thinking_token_budget": 10, "max_output_tokens": 5}, "below"),
-        ("DPO", {"thinking_token_budget": 10}, "output cap"),
+        ("GRPO", {"group_size": 2, "thinking_token_budget": 4}, "max_output_tokens"),
+        ("DPO", {"quantization": "nf4"}, "quantization='nf4' cannot act here"),
         ("DPO", {"use_sequence_packing": True, "attn_implementation": "flex_attention"}, "packing"),
         ("SFT", {"activation_offload": True}, "activation_offload"),
-        ("GRPO", {"group_size": 2, "use_sequence_packing": True}, "flash_attention_2"),
+        ("GRPO", {"group_size": 2, "use_sequence_packing": True}, "padded, not packed"),
         (
             "GRPO",
             {"group_size": 2, "mini_batch_size": 6, "micro_batch_size_per_gpu": 4},
@@ -192,9 +194,11 @@ def test_spec_rules(name: str, fields: dict, match: str) -> None:
 
 
 def test_fsdp_true_means_defaults_and_aliases_work() -> None:
-    spec = MANIFEST_REGISTRY.create("GRPO", group_size=2, fsdp=True, answer_pattern="[0-9]+")
+    spec = MANIFEST_REGISTRY.create("GRPO", group_size=2, fsdp=True)
     assert spec.fsdp == m.FSDPConfig()
-    assert spec.constrain_answer_pattern == "[0-9]+"
+    # the old key names the field it became (refused here: generation is not constrained)
+    with pytest.raises(ValidationError, match=r"constrain_answer_pattern='.0-9.\+' cannot act"):
+        MANIFEST_REGISTRY.create("GRPO", group_size=2, answer_pattern="[0-9]+")
     assert MANIFEST_REGISTRY.create("GRPO", group_size=2, fsdp=False).fsdp is None
     dumped = spec.model_dump()
     assert "constrain_answer_pattern" in dumped and "answer_pattern" not in dumped

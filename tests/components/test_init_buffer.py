@@ -21,12 +21,26 @@ from agilerl.models.training import init_buffer, init_n_step_buffer
 
 
 def _spec(**kwargs) -> ReplayBufferSpec:
-    return ReplayBufferSpec(
-        max_size=64,
-        n_step_buffer_args={"n_step": 4},
-        per_buffer_args={"alpha": 0.7},
-        **kwargs,
-    )
+    """A section whose n-step and PER settings come with their flags (alone they are refused)."""
+    args = {}
+    if kwargs.get("n_step_buffer"):
+        args["n_step_buffer_args"] = {"n_step": 4}
+    if kwargs.get("per_buffer"):
+        args["per_buffer_args"] = {"alpha": 0.7}
+    return ReplayBufferSpec(max_size=64, **args, **kwargs)
+
+
+def test_settings_that_cannot_act_are_refused() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="n_step_buffer_args is read only with n_step"):
+        ReplayBufferSpec(n_step_buffer_args={"n_step": 4})
+    with pytest.raises(ValidationError, match="per_buffer_args is read only with per_buffer"):
+        ReplayBufferSpec(per_buffer_args={"alpha": 0.7})
+    with pytest.raises(ValidationError, match="standard_buffer: false: the main memory"):
+        ReplayBufferSpec(standard_buffer=False)
+    with pytest.raises(ValidationError, match=r"label the run with training\.name"):
+        ReplayBufferSpec(name="mine")
 
 
 def test_default_is_plain_replay_buffer() -> None:

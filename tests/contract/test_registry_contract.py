@@ -312,7 +312,11 @@ def test_a_nan_loss_stops_training_with_a_clear_error(name: str, tmp_path: Path)
         _nan_env_section(name, kind, tmp_path, num_envs=2),
         {"max_steps": 512, "evo_steps": 256, "eval_steps": 5, "checkpoint_steps": 256},
         network=TINY_LSTM if getattr(_spec(name), "recurrent", False) else TINY_NET,
-        replay_buffer={"max_size": 1000},
+        replay_buffer=(
+            {"max_size": 1000}
+            if spec_cls.off_policy or spec_cls.offline or spec_cls.bandit
+            else None  # on-policy agents keep no replay memory (a section is refused)
+        ),
         run_dir=tmp_path / "run",
         verbose=False,
         trust_code=True,  # the test's own entrypoint env

@@ -111,9 +111,15 @@ def test_full_finetuning_dpo_asks_for_lora(make_spec, tokenizer) -> None:
         LLMBuilder.build(make_spec("DPO", lora_config=None), tokenizer=tokenizer)
 
 
-def test_gpu_scale_settings_warn_that_they_are_ignored(make_spec, tokenizer) -> None:
-    with pytest.warns(UserWarning, match=r"algorithm\.fsdp"):
-        LLMBuilder.build(make_spec("SFT", fsdp=True), tokenizer=tokenizer)
+def test_fsdp_in_one_process_is_refused_naming_torchrun(make_spec, make_rollout_spec) -> None:
+    from agilerl.arena.models import ConfigError
+    from agilerl.strategies.llm import check_fsdp
+
+    with pytest.raises(ConfigError, match=r"algorithm.fsdp .* torchrun --nproc_per_node"):
+        check_fsdp(make_rollout_spec("GRPO", fsdp=True), multi_process=True)
+    with pytest.raises(ConfigError, match=r"algorithm.fsdp .* SFT fine-tunes in one process"):
+        check_fsdp(make_spec("SFT", fsdp=True), multi_process=False)
+    check_fsdp(make_spec("SFT"), multi_process=False)  # unset: nothing to refuse
 
 
 def test_mini_batches_and_update_epochs_set_the_optimizer_steps(

@@ -130,7 +130,13 @@ def test_micro_batches_accumulate_to_the_same_update(
     states = []
     for micro in (8, 2):
         agent = LLMBuilder.build(
-            spec.model_copy(update={"mini_batch_size": 8, "micro_batch_size_per_gpu": micro}),
+            spec.model_copy(
+                update={
+                    "mini_batch_size": 8,
+                    "micro_batch_size_per_gpu": micro,
+                    "loss_norm": "accumulation_window",  # every micro-batch over the window
+                }
+            ),
             tokenizer=left_tokenizer,
         )
         copies = [Sample(**{**vars(s), "extra": {}}) for s in samples]

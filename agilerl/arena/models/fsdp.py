@@ -15,6 +15,8 @@ from pydantic import (
 from pydantic.dataclasses import dataclass
 
 DTYPE_NAMES = ("bfloat16", "float16", "float32", "float64")
+ACTING_FSDP_FIELDS = frozenset({"reshard_after_forward"})
+"""The FSDP settings sharding reads; any other set away from its default is refused."""
 
 
 def _dtype_name(value: Any) -> str:
@@ -107,6 +109,21 @@ class FSDPConfig:
                 "cpu_offload and optim_cpu_offload are mutually exclusive; "
                 "set optim_cpu_offload: false to offload parameters"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _only_what_acts(self) -> FSDPConfig:
+        # FSDP2 here shards every transformer block and the root (fully_shard, gloo or NCCL)
+        # and takes reshard_after_forward; any other setting would be accepted and ignored.
+        for name, info in type(self).__pydantic_fields__.items():
+            if name in ACTING_FSDP_FIELDS:
+                continue
+            value, default = getattr(self, name), info.get_default(call_default_factory=True)
+            if value != default:
+                raise ValueError(
+                    f"fsdp.{name}={value!r} cannot act here: sharding takes "
+                    f"{', '.join(sorted(ACTING_FSDP_FIELDS))} only; remove fsdp.{name}"
+                )
         return self
 
 

@@ -24,6 +24,7 @@ from pydantic_core import PydanticCustomError
 from agilerl.arena.models.algorithms import (
     AlgorithmSpec,
     LLMAlgorithmSpec,
+    MultiAgentAlgorithmSpec,
     PPOSpec,
 )
 from agilerl.arena.models.algorithms.base import MUTATION_KINDS
@@ -481,6 +482,23 @@ def _cross_checks(
                 arch,
             )
     buffer = built.get("replay_buffer")
+    uses_memory = algorithm.off_policy or algorithm.offline or algorithm.bandit
+    if buffer is not None and not uses_memory:
+        errors.add(
+            ("replay_buffer",),
+            f"{name} learns from its own rollouts and keeps no replay memory; remove the "
+            "replay_buffer section",
+            True,
+        )
+        buffer = None
+    if buffer is not None and isinstance(algorithm, MultiAgentAlgorithmSpec):
+        for flag in ("per_buffer", "n_step_buffer"):
+            if getattr(buffer, flag):
+                errors.add(
+                    ("replay_buffer", flag),
+                    f"{name} keeps a one-step uniform multi-agent replay memory; set {flag}: false",
+                    True,
+                )
     if buffer is not None and buffer.per_buffer and not algorithm.supports_per_buffer:
         errors.add(
             ("replay_buffer", "per_buffer"),

@@ -244,3 +244,26 @@ class ReplayBufferSpec(StrictModel):
     store_in_checkpoint: bool = Field(
         False, description="Save the buffer's contents with checkpoints (large buffers: slow)."
     )
+
+    @model_validator(mode="after")
+    def _every_setting_acts(self) -> ReplayBufferSpec:
+        if self.name is not None:
+            raise ValueError(
+                "name: the buffer has no label of its own; label the run with "
+                "training.name and remove replay_buffer.name"
+            )
+        if not self.standard_buffer:
+            raise ValueError(
+                "standard_buffer: false: the main memory is always kept (n-step and "
+                "prioritized replay are built on it); remove standard_buffer"
+            )
+        for args, flag in (
+            ("n_step_buffer_args", "n_step_buffer"),
+            ("per_buffer_args", "per_buffer"),
+        ):
+            default = type(self).model_fields[args].get_default(call_default_factory=True)
+            if getattr(self, args) != default and not getattr(self, flag):
+                raise ValueError(
+                    f"{args} is read only with {flag}: true; set {flag}: true or remove {args}"
+                )
+        return self

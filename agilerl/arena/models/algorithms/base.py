@@ -65,10 +65,23 @@ class AlgorithmSpec(StrictModel):
     action_space_kinds: ClassVar[frozenset[str]] = ANY_ACTION
     uses_epsilon: ClassVar[bool] = False
     """Explores epsilon-greedily, so ``training.eps_start/eps_end/eps_decay`` act on it."""
+    refused_fields: ClassVar[dict[str, str]] = {}
+    """Fields kept for the manifest layout that this build cannot act on, each with what to
+    do instead: any value but the default is refused at validation (exit 2)."""
 
     batch_size: int = Field(64, ge=1, description="Samples per gradient step.")
 
     _registry_name: str | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _refuse_fields_that_cannot_act(self) -> AlgorithmSpec:
+        for name, instead in self.refused_fields.items():
+            if name not in self.model_fields_set:
+                continue
+            value, default = getattr(self, name), type(self).model_fields[name].default
+            if value != default:
+                raise ValueError(f"{name}={value!r} cannot act here: {instead}")
+        return self
 
     @property
     def name(self) -> str:
@@ -108,6 +121,10 @@ class MultiAgentAlgorithmSpec(AlgorithmSpec):
     mutation_kinds: ClassVar[frozenset[str]] = frozenset(
         {"no_mut", "arch_mut", "params_mut", "rl_hp_mut"}
     )
+    refused_fields: ClassVar[dict[str, str]] = {
+        "torch_compiler": "multi-agent networks run eagerly (their updates are batched per "
+        "policy already); remove algorithm.torch_compiler",
+    }
 
     batch_size: int = batch_size_field(64)
     learn_step: int = rollout_length_field(2048)
@@ -125,9 +142,6 @@ class MultiAgentAlgorithmSpec(AlgorithmSpec):
     )
 
 
-_PACKED_ATTENTION = ("flash_attention_2", "flex_attention")
-
-
 class LLMAlgorithmSpec(AlgorithmSpec):
     """LLM fine-tuning algorithms.
 
@@ -142,6 +156,30 @@ class LLMAlgorithmSpec(AlgorithmSpec):
     # A population shares one base model: its members differ in their LoRA adapters
     # (parameter noise) and hyperparameters, never in architecture or activation.
     mutation_kinds: ClassVar[frozenset[str]] = frozenset({"no_mut", "params_mut", "rl_hp_mut"})
+    refused_fields: ClassVar[dict[str, str]] = {
+        "use_liger_kernel": "Liger's Triton kernels are not used (they need CUDA); remove "
+        "algorithm.use_liger_kernel",
+        "use_mamba_kernels": "Mamba CUDA kernels are not used; remove algorithm.use_mamba_kernels",
+        "quantization": "the base model is loaded in full precision (no bitsandbytes "
+        "4/8-bit loading); remove algorithm.quantization",
+        "activation_offload": "activations stay in memory; set algorithm.gradient_checkpointing: "
+        "true to cut activation memory instead",
+        "moe_lora_recompute": "MoE LoRA recomputation is not offered; remove "
+        "algorithm.moe_lora_recompute",
+        "use_sequence_packing": "rows are padded, not packed; remove "
+        "algorithm.use_sequence_packing (algorithm.micro_batch_size_per_gpu bounds memory)",
+        "lora_target_scope": "choose the adapted modules with network.lora_config.target_modules",
+        "chunk_rows": "log-probs are computed a micro-batch at a time; set "
+        "algorithm.micro_batch_size_per_gpu to bound their memory",
+        "thinking_token_budget": "generation has no thinking budget; cap it with "
+        "algorithm.max_output_tokens",
+        "constrain_answer_pattern": "generation is not constrained to a pattern; score the "
+        "answer's format in the reward instead",
+        "answer_continuation": "generation is not constrained to an answer pattern; remove "
+        "algorithm.answer_continuation",
+        "cosine_lr_schedule_config": "LLM fine-tuning keeps a constant learning rate; remove "
+        "algorithm.cosine_lr_schedule_config",
+    }
 
     batch_size: int = Field(16, ge=1, description="Prompts (or dataset rows) per step.")
     beta: float = Field(0.001, ge=0.0, le=1.0, description="KL penalty coefficient.")
@@ -228,29 +266,8 @@ class LLMAlgorithmSpec(AlgorithmSpec):
             raise ValueError("must not be anchored with ^ or $; the answer is matched in place")
         return value
 
-    def _max_output_tokens(self) -> int | None:
-        return None
-
     @model_validator(mode="after")
     def _llm_rules(self) -> LLMAlgorithmSpec:
-        if self.answer_continuation and self.constrain_answer_pattern is None:
-            raise ValueError("answer_continuation: true needs constrain_answer_pattern")
-        if self.thinking_token_budget is not None:
-            cap = self._max_output_tokens()
-            if cap is None:
-                raise ValueError(
-                    "thinking_token_budget needs a per-turn output cap (max_output_tokens), "
-                    f"which {type(self).__name__} does not have"
-                )
-            if self.thinking_token_budget >= cap:
-                raise ValueError(
-                    f"thinking_token_budget ({self.thinking_token_budget}) must be below "
-                    f"max_output_tokens ({cap})"
-                )
-        if self.use_sequence_packing and self.attn_implementation not in _PACKED_ATTENTION:
-            raise ValueError(
-                "use_sequence_packing needs attn_implementation flash_attention_2 or flex_attention"
-            )
         if (
             self.mini_batch_size is not None
             and self.micro_batch_size_per_gpu is not None
@@ -321,9 +338,6 @@ class RolloutLLMSpec(LLMAlgorithmSpec):
         "update's reference is the trainer's log-probs, the samples came from vLLM's.",
     )
     vllm_importance_sampling_cap: float = Field(2.0, ge=0.0, description="Cap of that correction.")
-
-    def _max_output_tokens(self) -> int | None:
-        return self.max_output_tokens
 
 
 class BanditSpec(SingleAgentAlgorithmSpec):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from agilerl.arena.models.algorithms.base import RolloutLLMSpec
 from agilerl.arena.models.mutable import mutable_field
@@ -14,6 +14,14 @@ from agilerl.arena.models.registry import register
 @register()
 class GRPOSpec(RolloutLLMSpec):
     """Group Relative Policy Optimization: advantages relative to a prompt's group."""
+
+    refused_fields: ClassVar[dict[str, str]] = {
+        **RolloutLLMSpec.refused_fields,
+        "use_memory_efficient_params": "the reference policy always shares the frozen base "
+        "weights (LoRA adapters on one model); remove algorithm.use_memory_efficient_params",
+        "turn_advantage_trajectory_fallback": "advantages are per trajectory, so there is "
+        "nothing to fall back from; remove algorithm.turn_advantage_trajectory_fallback",
+    }
 
     group_size: int = mutable_field(
         ...,
@@ -31,12 +39,20 @@ class GRPOSpec(RolloutLLMSpec):
     adv_norm: Literal["mean_only", "mean_std"] = Field(
         "mean_only", description="Advantage normalisation within a group."
     )
-    use_kl_advantage_shaping: bool = Field(False, description="Fold the KL into advantages.")
+    use_kl_advantage_shaping: bool = Field(
+        False,
+        description="Subtract beta x the per-token KL from the advantages (no gradient) "
+        "instead of adding beta x KL to the loss.",
+    )
     importance_sampling_level: Literal["token", "turn", "trajectory"] | None = Field(
-        None, description="Where the importance ratio is taken."
+        None,
+        description="Where the importance ratio is taken: per token (null, GRPO), per "
+        "assistant turn, or per trajectory (GSPO: exp of the mean token log-ratio).",
     )
     advantage_granularity: Literal["auto", "trajectory", "turn"] = Field(
-        "auto", description="Advantage per trajectory or per turn."
+        "auto",
+        description="Advantage per trajectory or per turn; auto and trajectory give each "
+        "sequence its group-relative advantage (turn needs per-turn rewards: refused).",
     )
     whiten_advantages: bool = Field(False, description="Whiten advantages across the batch.")
     adv_clip_range: float | None = Field(None, ge=0.0, description="Clip advantages to this.")
@@ -47,13 +63,19 @@ class GRPOSpec(RolloutLLMSpec):
         True, description="Fall back to trajectory advantages for single turns."
     )
     loss_norm: Literal["micro_batch", "accumulation_window"] = Field(
-        "micro_batch", description="Token normalisation of the loss."
+        "micro_batch",
+        description="Token normalisation of the loss: each micro-batch by its own generated "
+        "tokens (micro_batch; the mini-batch's loss is their mean), or every micro-batch "
+        "by the whole mini-batch's (accumulation_window).",
     )
     off_policy_token_mask_bounds: tuple[float, float] | None = Field(
         (0.5, 5.0), description="Mask tokens whose ratio leaves these bounds; null disables."
     )
     off_policy_sequence_mask_threshold: float | None = Field(
-        0.03, ge=0.0, description="Mask sequences whose KL exceeds this; null disables."
+        0.03,
+        ge=0.0,
+        description="Drop from the loss sequences with a negative advantage whose mean "
+        "KL(old || current policy) per token exceeds this; null disables.",
     )
     use_bias_correction_kl: bool = Field(True, description="Bias-corrected KL estimator.")
     kl_clamp: float | None = Field(10.0, gt=0.0, description="Clamp per-token KL; null disables.")
@@ -64,3 +86,12 @@ class GRPOSpec(RolloutLLMSpec):
         if isinstance(value, list | tuple):
             raise ValueError("clip_coef must be a single number in [0, 1]")
         return value
+
+    @model_validator(mode="after")
+    def _advantages_per_trajectory(self) -> GRPOSpec:
+        if self.advantage_granularity == "turn":
+            raise ValueError(
+                "advantage_granularity=turn needs a reward per turn, and episodes carry one "
+                "reward: use auto or trajectory"
+            )
+        return self

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field
 
 from agilerl.arena.models.algorithms.base import MultiAgentAlgorithmSpec
@@ -21,6 +23,12 @@ from agilerl.arena.models.registry import register
 @register()
 class IPPOSpec(MultiAgentAlgorithmSpec):
     """Independent Proximal Policy Optimization."""
+
+    refused_fields: ClassVar[dict[str, str]] = {
+        **MultiAgentAlgorithmSpec.refused_fields,
+        "action_batch_size": "each policy acts for all its agents in one forward; remove "
+        "algorithm.action_batch_size",
+    }
 
     lr: float = lr_field(1e-4)
     gae_lambda: float = gae_lambda_field(0.95)

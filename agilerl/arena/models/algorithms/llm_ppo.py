@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from agilerl.arena.models.algorithms.base import RolloutLLMSpec
 from agilerl.arena.models.mutable import mutable_field
@@ -14,6 +14,16 @@ from agilerl.arena.models.registry import register
 @register()
 class LLMPPOSpec(RolloutLLMSpec):
     """Proximal Policy Optimization for language models."""
+
+    refused_fields: ClassVar[dict[str, str]] = {
+        **RolloutLLMSpec.refused_fields,
+        "turn_level_clip": "ratios are clipped where importance_sampling_level takes them; "
+        "set importance_sampling_level instead of turn_level_clip",
+        "turn_value_reduction": "the value of a turn is the value at its last token; remove "
+        "algorithm.turn_value_reduction",
+        "use_memory_efficient_params": "the reference policy always shares the frozen base "
+        "weights (LoRA adapters on one model); remove algorithm.use_memory_efficient_params",
+    }
 
     temperature: float = Field(1.0, gt=0.0, description="Sampling temperature.")
     beta: float = mutable_field(
@@ -36,11 +46,26 @@ class LLMPPOSpec(RolloutLLMSpec):
     turn_level_clip: bool = Field(True, description="Clip ratios per turn.")
     whiten_advantages: bool = Field(True, description="Whiten advantages across the batch.")
     importance_sampling_level: Literal["auto", "token", "turn", "trajectory"] = Field(
-        "auto", description="Where the importance ratio is taken."
+        "auto",
+        description="Where the importance ratio is taken: per token (auto, token), per "
+        "assistant turn, or per trajectory.",
     )
-    turn_ratio_pooling: Literal["sum", "mean"] = Field("sum", description="Pooling of turn ratios.")
+    turn_ratio_pooling: Literal["sum", "mean"] = Field(
+        "sum",
+        description="How a turn's or trajectory's token log-ratios pool into its ratio: sum "
+        "(the product of token ratios) or mean (length-normalised, as GSPO).",
+    )
     turn_value_reduction: Literal["mean", "final_value"] = Field(
         "final_value", description="Value of a turn."
     )
     use_memory_efficient_params: bool = Field(True, description="Share frozen weights.")
     kl_clamp: float | None = Field(10.0, gt=0.0, description="Clamp per-token KL; null disables.")
+
+    @model_validator(mode="after")
+    def _pooling_needs_a_span(self) -> LLMPPOSpec:
+        if self.turn_ratio_pooling != "sum" and self.importance_sampling_level in ("token", "auto"):
+            raise ValueError(
+                "turn_ratio_pooling pools the ratios of a turn or trajectory: set "
+                "importance_sampling_level to turn or trajectory, or remove turn_ratio_pooling"
+            )
+        return self

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from agilerl.arena.models.algorithms.base import RolloutLLMSpec
 from agilerl.arena.models.mutable import mutable_field
@@ -26,6 +26,21 @@ class LLMREINFORCESpec(RolloutLLMSpec):
     clip_coef: float = Field(0.2, ge=0.0, le=1.0, description="Ratio clipping range.")
     gamma: float = Field(1.0, ge=0.0, le=1.0, description="Discount across turns.")
     importance_sampling_level: Literal["token", "turn", "trajectory"] = Field(
-        "token", description="Where the importance ratio is taken."
+        "token",
+        description="Where the importance ratio is taken: per token, per assistant turn, or "
+        "per trajectory.",
     )
-    turn_ratio_pooling: Literal["sum", "mean"] = Field("sum", description="Pooling of turn ratios.")
+    turn_ratio_pooling: Literal["sum", "mean"] = Field(
+        "sum",
+        description="How a turn's or trajectory's token log-ratios pool into its ratio: sum "
+        "(the product of token ratios) or mean (length-normalised, as GSPO).",
+    )
+
+    @model_validator(mode="after")
+    def _pooling_needs_a_span(self) -> LLMREINFORCESpec:
+        if self.turn_ratio_pooling != "sum" and self.importance_sampling_level in ("token", "auto"):
+            raise ValueError(
+                "turn_ratio_pooling pools the ratios of a turn or trajectory: set "
+                "importance_sampling_level to turn or trajectory, or remove turn_ratio_pooling"
+            )
+        return self
