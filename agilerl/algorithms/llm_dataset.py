@@ -218,6 +218,7 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
             batch["loss_mask"],
             position_ids=self.spec.calc_position_embeddings,
             fp32=self.spec.cast_logprobs_to_fp32,
+            fused=self.spec.use_liger_loss,
         )
 
     def _reference_logps(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -230,6 +231,7 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
             batch["loss_mask"],
             position_ids=self.spec.calc_position_embeddings,
             fp32=self.spec.cast_logprobs_to_fp32,
+            fused=self.spec.use_liger_loss,
         )
 
     def prepare(self, rows: list[TokenisedRow], env: LLMDatasetEnv) -> dict[str, Any]:

@@ -164,7 +164,13 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
             keep=keep,
             hidden=hidden,
             position_ids=self.spec.calc_position_embeddings,
+            fused=self._fused_logps(),
         )
+
+    def _fused_logps(self) -> bool:
+        """``use_liger_loss``, unless FSDP shards the model: its LM head is gathered only
+        inside the model's forward, so a sharded run takes log-probs from the logits."""
+        return self.spec.use_liger_loss and not self._sharded()
 
     def _forward_rows(self, rows: list[Sample], *, hidden: bool = False, keep: int) -> Any:
         """Like :meth:`_forward` on ``collate(rows)``; a prompt shared by a group runs once.
@@ -196,6 +202,7 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
             temperature=self.spec.temperature,
             keep=keep,
             hidden=hidden,
+            fused=self._fused_logps(),
         )
 
     @torch.no_grad()

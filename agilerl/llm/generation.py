@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from agilerl.llm.fused_logps import head_logps
 from agilerl.llm.model import _takes_logits_to_keep, left_pad, position_ids_from_mask
 from agilerl.llm.prefix import cache_kwarg, prefix_cache, shared_prefixes
 
@@ -161,6 +162,7 @@ def token_logps(
     keep: int | None = None,
     hidden: bool = False,
     position_ids: bool = True,
+    fused: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs of ``input_ids[:, 1:]`` (the last ``keep`` of them) and optionally hidden states.
 
@@ -173,6 +175,8 @@ def token_logps(
         hidden: Also return the last layer's hidden states at the positions
             that predict those targets, ``(B, keep, H)``.
         position_ids: Pass positions computed from the mask (needed under left padding).
+        fused: Compute the log-probs from the hidden states a chunk at a time
+            (:func:`~agilerl.llm.fused_logps.head_logps`) instead of from full logits.
 
     Returns:
         ``(logps, hidden_states)`` with ``logps`` of shape ``(B, keep)``.
@@ -185,16 +189,21 @@ def token_logps(
     }
     if position_ids:
         kwargs["position_ids"] = position_ids_from_mask(attention_mask)
-    if hidden:
+    if hidden or fused:
         kwargs["output_hidden_states"] = True
-    elif _takes_logits_to_keep(model):
-        # The language-model head runs only where a log-prob is wanted (and on the last token).
-        kwargs["logits_to_keep"] = keep + 1
+    if _takes_logits_to_keep(model) and (fused or not hidden):
+        # The language-model head runs only where a log-prob is wanted (and on the last
+        # token); fused, only on the last token (the log-probs come from the hidden states).
+        kwargs["logits_to_keep"] = 1 if fused else keep + 1
     out = model(**kwargs)
-    logits = out.logits[:, -keep - 1 : -1].float() / temperature
     targets = input_ids[:, -keep:]
-    logps = -torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none"
-    ).view(targets.shape)
+    if fused:
+        last = out.hidden_states[-1][:, -keep - 1 : -1]
+        logps = head_logps(model, last, targets, temperature=temperature)
+    else:
+        logits = out.logits[:, -keep - 1 : -1].float() / temperature
+        logps = -torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none"
+        ).view(targets.shape)
     states = out.hidden_states[-1][:, -keep - 1 : -1] if hidden else None
     return logps, states

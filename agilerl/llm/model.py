@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from agilerl.llm.fused_logps import head_logps
+
 ACTOR_ADAPTER = "default"
 REFERENCE_ADAPTER = "reference"
 
@@ -189,6 +191,7 @@ def sequence_logprobs(
     *,
     position_ids: bool = True,
     fp32: bool = True,
+    fused: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token log-probabilities of ``input_ids[:, 1:]`` under ``model``.
 
@@ -199,6 +202,8 @@ def sequence_logprobs(
         loss_mask: ``(B, T)`` 1 for tokens whose log-prob is wanted (the response).
         position_ids: Pass positions computed from the mask.
         fp32: Compute the log-softmax in float32.
+        fused: Compute them from the hidden states a chunk at a time
+            (:func:`~agilerl.llm.fused_logps.head_logps`) instead of from full logits.
 
     Returns:
         ``(token_logps, mask)``, both ``(B, K)``: the last ``K <= T-1`` target
@@ -213,6 +218,15 @@ def sequence_logprobs(
     wanted = targets_mask.any(0).nonzero()
     first = int(wanted[0]) if len(wanted) else 0
     keep = targets_mask.shape[1] - first
+    targets = input_ids[:, 1 + first :]
+    if fused:
+        if _takes_logits_to_keep(model):
+            kwargs["logits_to_keep"] = 1  # the log-probs come from the hidden states
+        out = model(**kwargs, use_cache=False, output_hidden_states=True)
+        hidden = out.hidden_states[-1][:, first:-1]
+        logps = head_logps(model, hidden, targets, fp32=fp32)
+        mask = targets_mask[:, first:].to(logps.dtype)
+        return logps * mask, mask
     if _takes_logits_to_keep(model):
         # Logits of the kept positions plus the last one (which predicts nothing).
         logits = model(**kwargs, use_cache=False, logits_to_keep=keep + 1).logits[:, :-1]
@@ -220,7 +234,6 @@ def sequence_logprobs(
         logits = model(**kwargs, use_cache=False).logits[:, first:-1]
     if fp32:
         logits = logits.float()
-    targets = input_ids[:, 1 + first :]
     # cross_entropy avoids materialising a second (B, T, V) log-softmax tensor.
     logps = -torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none"

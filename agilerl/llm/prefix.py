@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from agilerl.llm.fused_logps import head_logps
 from agilerl.llm.model import _takes_logits_to_keep, left_pad, position_ids_from_mask
 
 
@@ -92,6 +93,7 @@ def prefix_token_logps(
     temperature: float = 1.0,
     keep: int,
     hidden: bool = False,
+    fused: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs of each sequence's tokens from ``starts[i]`` on, each shared prefix run once.
 
@@ -108,6 +110,8 @@ def prefix_token_logps(
         temperature: Logits are divided by it (as in the sampler).
         keep: Width of the result; ``len(seq) - start`` or more keeps every wanted target.
         hidden: Also return the last layer's hidden states at the predicting positions.
+        fused: Compute the log-probs from the hidden states a chunk at a time
+            (:func:`~agilerl.llm.fused_logps.head_logps`) instead of from full logits.
 
     Returns:
         ``(logps, hidden_states)`` with ``logps`` of shape ``(B, keep)``.
@@ -129,14 +133,18 @@ def prefix_token_logps(
         attention_mask=torch.cat([prefix_mask, tail_mask], dim=1),
         position_ids=positions,
         use_cache=True,
-        output_hidden_states=hidden,
+        output_hidden_states=hidden or fused,
+        **({"logits_to_keep": 1} if fused and _takes_logits_to_keep(model) else {}),
         **{cache_kwarg(model): kv},
     )
-    logits = out.logits[:, :-1].float() / temperature
     targets = tail_ids[:, 1:]
-    logps = -torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none"
-    ).view(targets.shape)
+    if fused:
+        logps = head_logps(model, out.hidden_states[-1][:, :-1], targets, temperature=temperature)
+    else:
+        logits = out.logits[:, :-1].float() / temperature
+        logps = -torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none"
+        ).view(targets.shape)
     # Tail targets start at column 0; the result's end at column ``keep - 1``.
     counts = torch.tensor([len(t) - 1 for t in tails], device=device)
     columns = torch.arange(keep, device=device)

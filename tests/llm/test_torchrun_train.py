@@ -60,6 +60,7 @@ def test_torchrun_train_py_one_run_dir_and_fsdp_matches_replicated(
         "training.evaluation_interval=2",
         "training.eval_samples_per_task=4",
         "training.checkpoint_steps=2",
+        "algorithm.use_liger_loss=false",  # both from the logits, as a sharded run computes
     )
     replicated = _torchrun(tmp_path, *overrides)  # Hydra's default, time-stamped run name
     assert replicated.returncode == 0, replicated.stderr[-3000:]

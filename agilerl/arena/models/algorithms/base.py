@@ -190,7 +190,12 @@ class LLMAlgorithmSpec(AlgorithmSpec):
     )
     calc_position_embeddings: bool = Field(True, description="Compute position ids from the mask.")
     gradient_checkpointing: bool = Field(True, description="Recompute activations in backward.")
-    use_liger_loss: bool = Field(True, description="Use Liger's fused loss kernels.")
+    use_liger_loss: bool = Field(
+        True,
+        description="Fused log-probs: the LM head and log-softmax run on the last hidden "
+        "states 1,024 positions at a time (checkpointed), never holding the full logits; "
+        "false takes them from the model's logits (as does a run with algorithm.fsdp).",
+    )
     use_liger_kernel: bool | None = Field(
         None, description="Liger kernels; null decides per model."
     )
