@@ -35,7 +35,7 @@ MODULES: dict[str, tuple[str, ...]] = {
 CASES: dict[str, re.Pattern[str]] = {
     "multiagent": re.compile(r"\b(IPPO|MADDPG|MATD3)\b|ippo_|maddpg_|matd3_|mpe_"),
     "bandits": re.compile(r"\b(NeuralUCB|NeuralTS)\b|neural_ucb|neural_ts|iris_bandit"),
-    "llm": re.compile(r"make_tiny_llm|\b(GRPO|SFT|DPO|LLMPPO|LLMREINFORCE)\b"),
+    "llm": re.compile(r"make_tiny_llm|\b(GRPO|GSPO|CISPO|SFT|DPO|LLMPPO|LLMREINFORCE)\b"),
 }
 """Extra -> a pattern of the parametrization ids (algorithm, preset, command) that need it."""
 

@@ -33,7 +33,14 @@ from agilerl.algorithms.core.ppo_objective import (
     value_error,
 )
 from agilerl.algorithms.llm_dataset import DatasetLLMAlgorithm
-from agilerl.arena.models.algorithms import GRPOSpec, LLMAlgorithmSpec, LLMPPOSpec, LLMREINFORCESpec
+from agilerl.arena.models.algorithms import (
+    CISPOSpec,
+    GRPOSpec,
+    GSPOSpec,
+    LLMAlgorithmSpec,
+    LLMPPOSpec,
+    LLMREINFORCESpec,
+)
 from agilerl.components.advantages import gae_torch
 from agilerl.llm import distributed
 from agilerl.llm.generation import SamplingSettings, generate, token_logps
@@ -446,6 +453,30 @@ class GRPO(RolloutLLMAlgorithm):
             sample.advantage = value
         kept = [s for s in samples if not (spec.filter_zero_adv and zero[s.group])]
         return kept, {"frac_reward_zero_std": sum(zero) / len(zero)}
+
+
+class GSPO(GRPO):
+    """Group Sequence Policy Optimization: one clipped ratio per completion (or turn)."""
+
+    spec_class: ClassVar[type[LLMAlgorithmSpec]] = GSPOSpec
+
+    def ratio_level(self) -> tuple[str, str]:
+        """``trajectory`` unless the spec asks for ``turn``; a span's mean log-ratio."""
+        return self.spec.importance_sampling_level or "trajectory", "mean"
+
+
+class CISPO(GRPO):
+    """Clipped IS-weight Policy Optimization."""
+
+    spec_class: ClassVar[type[LLMAlgorithmSpec]] = CISPOSpec
+
+    def surrogate(
+        self, ratio: torch.Tensor, advantages: torch.Tensor, logps: torch.Tensor
+    ) -> torch.Tensor:
+        """``-sg(min(r, 1 + clip_coef)) * A * log pi`` per token: the weight is truncated,
+        never the gradient (no token drops out as PPO's clip drops them)."""
+        weight = ratio.detach().clamp(max=1.0 + self.spec.clip_coef)
+        return -weight * advantages * logps
 
 
 class LLMREINFORCE(RolloutLLMAlgorithm):

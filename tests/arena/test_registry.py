@@ -26,6 +26,8 @@ EXPECTED = {
     "MADDPG",
     "MATD3",
     "GRPO",
+    "GSPO",
+    "CISPO",
     "LLMPPO",
     "LLMREINFORCE",
     "DPO",

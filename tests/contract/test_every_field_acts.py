@@ -49,6 +49,7 @@ BY_VALIDATION = {
     "advantage_granularity": "turn is refused by the spec; auto and trajectory are the "
     "group-relative advantage every GRPO sample gets",
     "kind": "Literal['classic']: the one buffer family",
+    "loss_type": "Literal['cispo']: CISPO's one loss (the algorithm class computes it)",
     "standard_buffer": "false is refused: the main memory is always kept",
     "name": "TrainingSpec.name labels the run; ReplayBufferSpec refuses a name",
 }

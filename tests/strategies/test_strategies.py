@@ -44,6 +44,8 @@ EXPECTED = {
     "MADDPG": MultiAgentOffPolicyStrategy,
     "MATD3": MultiAgentOffPolicyStrategy,
     "GRPO": LLMRolloutStrategy,
+    "GSPO": LLMRolloutStrategy,
+    "CISPO": LLMRolloutStrategy,
     "LLMPPO": LLMRolloutStrategy,
     "LLMREINFORCE": LLMRolloutStrategy,
     "DPO": LLMDatasetStrategy,

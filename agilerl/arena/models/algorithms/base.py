@@ -311,6 +311,19 @@ class VLLMConfig(StrictModel):
     frequency_penalty: float = Field(0.0, ge=0.0, description="vLLM frequency penalty.")
 
 
+def check_ratio_pooling(pooling: str, level: str | None) -> None:
+    """``turn_ratio_pooling`` other than its default needs a span to pool over.
+
+    Raises:
+        ValueError: For ``mean`` pooling with token-level ratios.
+    """
+    if pooling != "sum" and level in ("token", "auto", None):
+        raise ValueError(
+            "turn_ratio_pooling pools the ratios of a turn or trajectory: set "
+            "importance_sampling_level to turn or trajectory, or remove turn_ratio_pooling"
+        )
+
+
 class RolloutLLMSpec(LLMAlgorithmSpec):
     """LLM algorithms that learn from generated rollouts (GRPO, LLM PPO, LLM REINFORCE)."""
 

@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from agilerl.arena.models.algorithms.base import RolloutLLMSpec
+from agilerl.arena.models.algorithms.base import RolloutLLMSpec, check_ratio_pooling
 from agilerl.arena.models.mutable import mutable_field
 from agilerl.arena.models.registry import register
 
@@ -63,9 +63,5 @@ class LLMPPOSpec(RolloutLLMSpec):
 
     @model_validator(mode="after")
     def _pooling_needs_a_span(self) -> LLMPPOSpec:
-        if self.turn_ratio_pooling != "sum" and self.importance_sampling_level in ("token", "auto"):
-            raise ValueError(
-                "turn_ratio_pooling pools the ratios of a turn or trajectory: set "
-                "importance_sampling_level to turn or trajectory, or remove turn_ratio_pooling"
-            )
+        check_ratio_pooling(self.turn_ratio_pooling, self.importance_sampling_level)
         return self
