@@ -23,6 +23,7 @@ def _summary(tmp_path: Path, seed: int = 0) -> dict:
     return json.loads((tmp_path / f"run{seed}" / "summary.json").read_text())
 
 
+@pytest.mark.slow  # a learning run; TD3's direct Pendulum test stays in the default suite
 def test_td3_pendulum_preset_reaches_minus_200_within_20k(compose, tmp_path: Path) -> None:
     torch.set_num_threads(1)
     _trainer(compose, tmp_path, "algorithm=td3", "env=pendulum").train()
