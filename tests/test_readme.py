@@ -512,6 +512,7 @@ def test_readme_python_example(tmp_path: Path) -> None:
 
 
 @pytest.mark.llm
+@pytest.mark.slow  # trains SFT on the tiny model (~16 s)
 def test_readme_llm_dataset_python_example(tmp_path: Path) -> None:
     """The DPO example without Hydra, on the manifest the README says how to write."""
     pytest.importorskip("peft")

@@ -113,7 +113,10 @@ def test_hpo_run_writes_lineage(tmp_path: Path, make_spec, make_env, tokenizer) 
     assert (tmp_path / "checkpoints" / "step_000000000006" / "adapter_1").is_dir()
 
 
-@pytest.mark.parametrize("evo_epochs", [None, 1])
+@pytest.mark.parametrize(
+    "evo_epochs",
+    [pytest.param(None, marks=pytest.mark.slow), 1],  # None: every evaluation
+)
 def test_evo_epochs_evolves_once_per_that_many_passes(
     tmp_path: Path, make_spec, make_env, tokenizer, evo_epochs: int | None
 ) -> None:

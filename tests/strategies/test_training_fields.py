@@ -115,6 +115,7 @@ def test_train_py_exits_2_naming_the_unread_field_and_what_reads_it(tmp_path: Pa
     assert not (tmp_path / "run").exists()  # refused before anything is written
 
 
+@pytest.mark.slow  # two IPPO runs
 def test_multi_agent_eval_max_concurrent_episodes_sizes_the_evaluation_env(
     compose, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -189,7 +189,7 @@ def test_reporting_interval_sets_how_often_progress_is_reported(tmp_path: Path) 
     assert reported[256] == [256 * k for k in range(1, 9)]
 
 
-@pytest.mark.parametrize("algorithm", ["PPO", "DQN"])
+@pytest.mark.parametrize("algorithm", ["PPO", pytest.param("DQN", marks=pytest.mark.slow)])
 def test_eval_max_concurrent_episodes_sizes_the_evaluation_env(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, algorithm: str
 ) -> None:
