@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -20,15 +21,22 @@ class MetricSink(Protocol):
 class TensorBoardSink:
     """Scalars to TensorBoard event files."""
 
+    FLUSH_SECONDS = 1.0
+    """Events reach the file at most this long after they are logged (and on close): the
+    progress reports log every ``reporting_interval`` env steps, too often to flush each."""
+
     def __init__(self, log_dir: Path) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
         self.writer = SummaryWriter(log_dir=str(log_dir))
+        self._flushed = time.monotonic()
 
     def log(self, metrics: dict[str, float], step: int) -> None:
         for key, value in metrics.items():
             self.writer.add_scalar(key, value, step)
-        self.writer.flush()
+        if time.monotonic() - self._flushed >= self.FLUSH_SECONDS:
+            self.writer.flush()
+            self._flushed = time.monotonic()
 
     def close(self) -> None:
         self.writer.close()
