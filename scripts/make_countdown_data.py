@@ -1,4 +1,4 @@
-"""Write the countdown and arithmetic prompt datasets for rollout fine-tuning in data/.
+"""Write the countdown, arithmetic and digit prompt datasets for rollout fine-tuning in data/.
 
 Usage::
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from agilerl.llm.sample_data import arithmetic_rows, countdown_rows, write_jsonl
+from agilerl.llm.sample_data import arithmetic_rows, countdown_rows, digit_rows, write_jsonl
 
 
 def main() -> None:
@@ -21,6 +21,7 @@ def main() -> None:
     out = Path(args.out)
     print(write_jsonl(countdown_rows(args.rows), out / "countdown.jsonl"))
     print(write_jsonl(arithmetic_rows(args.rows), out / "arithmetic.jsonl"))
+    print(write_jsonl(digit_rows(), out / "digits.jsonl"))
 
 
 if __name__ == "__main__":

@@ -184,6 +184,31 @@ def arithmetic_rows(n: int = 200, seed: int = 3) -> list[dict[str, Any]]:
     return rows
 
 
+DIGIT_PROMPTS = [
+    "Write a number.",
+    "Count to ten.",
+    "Tell me about the {colour} {obj}.",
+    "How many {obj}s are there?",
+    "Describe a {colour} {obj}.",
+    "Say something about a {obj}.",
+    "Hello! What colour is the {obj}?",
+    "Give me a {word}.",
+]
+
+
+def digit_rows(n: int = 64, seed: int = 4) -> list[dict[str, Any]]:
+    """Chat prompts for the ``digit_fraction`` reward (a dense toy task a tiny model can learn)."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        template = rng.choice(DIGIT_PROMPTS)
+        prompt = template.format(
+            colour=rng.choice(COLOURS), obj=rng.choice(OBJECTS), word=rng.choice(WORDS)
+        )
+        rows.append({"prompt": prompt})
+    return rows
+
+
 def _integer_value(expression: str) -> int:
     from agilerl.llm.rewards import safe_arithmetic
 
