@@ -137,6 +137,8 @@ class LocalTrainer:
         )
 
     def _init(self, manifest: TrainingManifest, **options: Any) -> None:
+        if not options["resume"]:
+            manifest, options["seed"] = seeded_manifest(manifest, options["seed"])
         preflight(
             manifest,
             device=options["device"],
@@ -457,6 +459,26 @@ class LocalTrainer:
                 ),
                 flush=True,
             )
+
+
+def seeded_manifest(
+    manifest: TrainingManifest, seed: int | None
+) -> tuple[TrainingManifest, int | None]:
+    """The manifest and seed of a new run, agreeing where the algorithm has its own ``seed``.
+
+    LLM specs carry ``seed`` (data order, sampling, adapter init). A run seed given
+    explicitly (``seed=``, ``LocalTrainer(seed=...)``) sets it, so ``-m seed=0,1,2`` runs
+    differ, and the written ``manifest.yaml`` records it; without one, the spec's seed is
+    the run's.
+    """
+    algorithm = manifest.algorithm
+    if "seed" not in type(algorithm).model_fields:
+        return manifest, seed
+    if seed is None or seed == algorithm.seed:
+        return manifest, algorithm.seed
+    data = manifest.to_dict()
+    data["algorithm"]["seed"] = seed
+    return TrainingManifest.from_dict(data), seed
 
 
 def _failed(context: RunContext) -> LoopResult:

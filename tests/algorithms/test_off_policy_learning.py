@@ -301,13 +301,18 @@ def test_rainbow_dqn_solves_cartpole(seed: int) -> None:
     assert result.solved_at is not None, result.history
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
-    ("cls", "settings"),
-    [(TD3, TD3_PENDULUM), pytest.param(DDPG, DDPG_PENDULUM, marks=pytest.mark.slow)],
-    ids=["TD3", "DDPG"],
+    ("cls", "settings"), [(TD3, TD3_PENDULUM), (DDPG, DDPG_PENDULUM)], ids=["TD3", "DDPG"]
 )
 def test_deterministic_policy_solves_pendulum(cls: type, settings: dict[str, Any]) -> None:
-    agent = _make(cls, "Pendulum-v1", settings, seed=0)
-    result = train(agent, "Pendulum-v1", max_steps=20_000, target=-200.0, seed=0, eval_every=2_000)
-    _report(f"{cls.__name__} Pendulum seed 0", result)
-    assert result.solved_at is not None, result.history
+    """Chaotic, so over seeds 0-2: at least two reach -200 within 20k steps."""
+    solved = {}
+    for seed in (0, 1, 2):
+        agent = _make(cls, "Pendulum-v1", settings, seed=seed)
+        result = train(
+            agent, "Pendulum-v1", max_steps=20_000, target=-200.0, seed=seed, eval_every=2_000
+        )
+        _report(f"{cls.__name__} Pendulum seed {seed}", result)
+        solved[seed] = result.solved_at
+    assert sum(step is not None for step in solved.values()) >= 2, solved

@@ -2,8 +2,10 @@
 
 The shipped preset (``algorithm=recurrent_ppo env=cartpole_novel``, composed
 with Hydra as ``train.py`` does, tuned preset included) reaches a greedy
-evaluation of 450 within 150k env steps; plain PPO with the same settings and
-budget, but an MLP that only sees ``[x, theta]``, stays far below.
+evaluation of 450 within 150k env steps for at least two of seeds 0-2 (the task is
+chaotic: benchmarks/single_agent.md has seeds 0-4, four of which pass 450 and two reach
+475); plain PPO with the same settings and budget, but an MLP that only sees
+``[x, theta]``, stays far below.
 """
 
 from __future__ import annotations
@@ -38,15 +40,15 @@ def test_recurrent_ppo_solves_cartpole_without_velocities_plain_ppo_does_not(
         compose("algorithm=recurrent_ppo", "env=cartpole_novel", "training.target_score=475")
     )
     assert manifest.training.max_steps == BUDGET  # the tuned preset's budget
-    LocalTrainer.from_manifest(manifest, run_dir=tmp_path / "rppo", seed=0, verbose=False).train()
-    recurrent = _summary(tmp_path / "rppo")
-    evaluations = _evaluations(tmp_path / "rppo")
-    # seed 0: 451.8 at 130k (2026-12-02); 475.1 at 70k on the 2026-12-04 host, where the run
-    # stops at the target; with narrow GEMMs computed transposed (rounding only) it never got 450
-    reached = [step for step, fitness in evaluations if fitness >= 450]
-    assert reached and reached[0] <= BUDGET, evaluations
-    # the loop stops at the first whole rollout (8 envs x 32 steps) past the budget
-    assert recurrent["total_steps"] <= BUDGET + 256, recurrent
+    firsts = {}
+    for seed in (0, 1, 2):
+        run_dir = tmp_path / f"rppo_{seed}"
+        LocalTrainer.from_manifest(manifest, run_dir=run_dir, seed=seed, verbose=False).train()
+        # the loop stops at the first whole rollout (8 envs x 32 steps) past the budget
+        assert _summary(run_dir)["total_steps"] <= BUDGET + 256
+        reached = [step for step, fitness in _evaluations(run_dir) if fitness >= 450]
+        firsts[seed] = reached[0] if reached else None
+    assert sum(step is not None and step <= BUDGET for step in firsts.values()) >= 2, firsts
 
     plain = manifest.to_dict()
     plain["algorithm"] |= {"name": "PPO", "recurrent": False}

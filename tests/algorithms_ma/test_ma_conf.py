@@ -19,7 +19,7 @@ CLASSES = {"IPPO": IPPO, "MADDPG": MADDPG, "MATD3": MATD3}
 @pytest.mark.parametrize(
     ("algorithm", "env", "expected"),
     [
-        ("ippo", "mpe_simple_speaker_listener", {"lr": 0.001, "batch_size": 512}),
+        ("ippo", "mpe_simple_speaker_listener", {"lr": 0.0003, "batch_size": 512}),
         ("maddpg", "mpe_simple_speaker_listener_continuous", {"learn_step": 8, "batch_size": 256}),
         ("matd3", "mpe_simple_speaker_listener_continuous", {"learn_step": 8, "policy_freq": 2}),
         ("matd3", "mpe_simple_speaker_listener", {"learn_step": 8, "batch_size": 256}),

@@ -15,6 +15,7 @@ file, and a :class:`~agilerl.envs.bandits.BanditEnv` (Iris) for the bandits.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -169,19 +170,23 @@ def _obs(env: Any, n: int = 8) -> list[Any]:
     return [space.sample() for _ in range(n)]
 
 
-def _nan_env_section(name: str, kind: str, tmp_path: Path, **extra: Any) -> dict[str, Any]:
-    """The ``nan_envs`` env; for offline RL with a dataset recorded in it (NaN rewards too)."""
-    section = {"name": "Nan-v0", "entrypoint": f"nan_envs:{kind}", "path": str(HERE), **extra}
+def _nan_env_section(
+    name: str, kind: str, tmp_path: Path, huge: bool = False, **extra: Any
+) -> dict[str, Any]:
+    """The ``nan_envs`` env; for offline RL with a dataset recorded in it (bad rewards too)."""
+    entry = f"nan_envs:huge_{kind}" if huge else f"nan_envs:{kind}"
+    section = {"name": "Nan-v0", "entrypoint": entry, "path": str(HERE), **extra}
     if _is(name, OfflineStrategy):
-        section |= {"env_type": "offline", "dataset_path": str(_nan_dataset(tmp_path))}
+        data = _nan_dataset(tmp_path, huge)
+        section |= {"env_type": "offline", "dataset_path": str(data)}
     return section
 
 
-def _nan_dataset(tmp_path: Path) -> Path:
-    """200 random-action steps of ``nan_envs.discrete`` (rewards NaN from step 41 on)."""
+def _nan_dataset(tmp_path: Path, huge: bool = False) -> Path:
+    """200 random-action steps of ``nan_envs.discrete`` (bad rewards from step 41 on)."""
     import nan_envs
 
-    env = nan_envs.discrete()
+    env = nan_envs.huge_discrete() if huge else nan_envs.discrete()
     env.action_space.seed(0)
     obs, _ = env.reset(seed=0)
     observations, actions, rewards = [obs], [], []
@@ -264,52 +269,92 @@ def test_checkpoint_round_trips_with_weights_only(name: str, tmp_path: Path) -> 
     env.close()
 
 
+def _by_hand_score(agent: Any, spec: Any, copies: int, max_steps: int, seed: int) -> float:
+    """The mean greedy return ``test`` should report, computed one env copy at a time.
+
+    A vector env reset with ``seed`` seeds copy ``i`` with ``seed + i``; a copy that
+    finishes no episode within ``max_steps`` counts its partial return. A bandit scores
+    the mean reward of ``max_steps`` greedy pulls from the reset with ``seed``.
+    """
+    if isinstance(env := _env(spec), BanditEnv):
+        contexts, total = env.reset(seed=seed), 0.0
+        for _ in range(max_steps):
+            contexts, reward = env.step(greedy_action(agent, contexts))
+            total += reward
+        return total / max_steps
+    env.close()
+    returns = []
+    for i in range(copies):
+        single = gym.make(ENV_BY_KIND[_kind(spec)])
+        obs, _ = single.reset(seed=seed + i)
+        agent.reset_state()
+        total, done, steps = 0.0, False, 0
+        while not done and steps < max_steps:
+            obs, reward, terminated, truncated, _ = single.step(greedy_action(agent, obs))
+            total, done, steps = total + float(reward), terminated or truncated, steps + 1
+        returns.append(total)
+        single.close()
+    return float(np.mean(returns))
+
+
 @pytest.mark.parametrize("name", TRAINABLE)
 def test_evaluation_in_its_env_records_fitness(name: str) -> None:
+    """``test`` reports the greedy policy's mean return, as computed here by hand."""
     spec = _spec(name)
     env = _env(spec, num_envs=3)
     agent = _build(spec, env)
     score = agent.test(env, max_steps=60, loop=1, seed=0)
-    assert math.isfinite(score) and agent.fitness == [score]
-    if isinstance(env, BanditEnv):  # the mean reward of greedy pulls
-        assert 0.0 <= score <= 1.0
+    assert agent.fitness == [score]
+    assert score == pytest.approx(_by_hand_score(agent, spec, 3, 60, seed=0), rel=1e-5)
     env.close()
+
+
+def _optimizer_lrs(agent: Any) -> set[float]:
+    """The learning rates the agent's optimizers step with (torch optimizers or FlatAdam)."""
+    lrs = set()
+    for optimizer in agent._optimizers().values():
+        groups = getattr(optimizer, "param_groups", None)
+        if groups is not None:
+            lrs |= {float(group["lr"]) for group in groups}
+        else:
+            lrs.add(float(optimizer.lr))
+    return lrs
 
 
 @pytest.mark.parametrize("name", TRAINABLE)
 def test_spec_values_reach_the_agent(name: str) -> None:
+    """Changed values reach the agent, and where one acts at build time, its effect shows."""
     spec_cls = MANIFEST_REGISTRY.get(name)
     changed = {}
-    for field in ("batch_size", "learn_step", "gamma", "lr", "lr_actor", "tau"):
+    for field in ("batch_size", "learn_step", "gamma", "lr", "lr_actor", "lr_critic", "tau"):
         info = spec_cls.model_fields.get(field)
-        if info is not None:
+        if info is not None and info.default is not None:
             default = info.default
             changed[field] = default * 2 if isinstance(default, int) else default / 2
     spec = _spec(name, **changed)
     env = _env(spec)
     agent = _build(spec, env)
     for field, value in changed.items():
-        got = _hp(agent, field)
-        # PPO splits learn_step over the vector envs; the spec keeps the total
-        assert got == pytest.approx(value) or field == "learn_step", (field, got, value)
+        assert getattr(agent.spec, field) == pytest.approx(value), field
+    lrs = {changed[f] for f in ("lr", "lr_actor", "lr_critic") if f in changed}
+    if agent.optimizer_names:  # the optimizers step with the new rates, not the defaults
+        got = _optimizer_lrs(agent)
+        assert lrs and all(any(lr == pytest.approx(g) for g in got) for lr in lrs), (lrs, got)
+    if hasattr(agent, "steps_per_env"):  # on-policy: the rollout is the new learn_step
+        assert agent.steps_per_env == math.ceil(changed["learn_step"] / agent.spec.num_envs)
+        buffer = agent.create_rollout_buffer()
+        assert buffer.capacity_per_env * buffer.num_envs >= changed["learn_step"]
     env.close()
 
 
-@pytest.mark.parametrize("name", TRAINABLE)
-def test_a_nan_loss_stops_training_with_a_clear_error(name: str, tmp_path: Path) -> None:
+def _bad_reward_trainer(name: str, kind: str, tmp_path: Path, huge: bool) -> LocalTrainer:
+    """A short run in ``nan_envs`` (offline: on a dataset recorded there)."""
     spec_cls = MANIFEST_REGISTRY.get(name)
-    env = _env(_spec(name))
-    agent = _build(_spec(name), env)  # skips an algorithm that is not implemented yet
-    if _is(name, BanditStrategy):
-        _bandit_nan_loss_is_refused(agent, env)
-        return
-    env.close()
-    kind = "discrete" if "discrete" in spec_cls.action_space_kinds else "continuous"
     on_policy = "update_epochs" in spec_cls.model_fields
     fields = {"batch_size": 16} | ({"learn_step": 32} if on_policy else {})
-    trainer = LocalTrainer(
+    return LocalTrainer(
         {"name": name, **fields},
-        _nan_env_section(name, kind, tmp_path, num_envs=2),
+        _nan_env_section(name, kind, tmp_path, huge=huge, num_envs=2),
         {"max_steps": 512, "evo_steps": 256, "eval_steps": 5, "checkpoint_steps": 256},
         network=TINY_LSTM if getattr(_spec(name), "recurrent", False) else TINY_NET,
         replay_buffer=(
@@ -321,6 +366,23 @@ def test_a_nan_loss_stops_training_with_a_clear_error(name: str, tmp_path: Path)
         verbose=False,
         trust_code=True,  # the test's own entrypoint env
     )
+
+
+def _kind_of(name: str) -> str:
+    kinds = MANIFEST_REGISTRY.get(name).action_space_kinds
+    return "discrete" if "discrete" in kinds else "continuous"
+
+
+@pytest.mark.parametrize("name", TRAINABLE)
+def test_a_nan_reward_stops_training_naming_its_source(name: str, tmp_path: Path) -> None:
+    """A NaN reward from an env names the env step; from a dataset, the run diverges."""
+    env = _env(_spec(name))
+    agent = _build(_spec(name), env)  # skips an algorithm that is not implemented yet
+    if _is(name, BanditStrategy):
+        _bandit_bad_batch_is_refused(agent, env, float("nan"))
+        return
+    env.close()
+    trainer = _bad_reward_trainer(name, _kind_of(name), tmp_path, huge=False)
     if not _is(name, OfflineStrategy):
         # A NaN reward from an env is the env's fault, named with the step (issue 10, case 20).
         with pytest.raises(ConfigError, match=r"nan_envs:\w+.*non-finite.*reward at env step"):
@@ -328,18 +390,40 @@ def test_a_nan_loss_stops_training_with_a_clear_error(name: str, tmp_path: Path)
         return
     with pytest.raises(ConfigError, match="diverged") as error:  # NaN rewards in a dataset
         trainer.train()
-    named = re.findall(r"algorithm\.(\w+)", str(error.value))
-    assert named and all(field in spec_cls.model_fields for field in named), str(error.value)
+    _names_spec_fields(name, str(error.value))
 
 
-def _bandit_nan_loss_is_refused(agent: Any, env: BanditEnv) -> None:
-    """A bandit's table rewards are 0 or 1, so the NaN comes in a batch of pulls.
+@pytest.mark.parametrize("name", TRAINABLE)
+def test_a_non_finite_loss_stops_training_with_a_clear_error(name: str, tmp_path: Path) -> None:
+    """Finite rewards of 1e30 pass every input guard; the loss overflows and the run stops."""
+    env = _env(_spec(name))
+    agent = _build(_spec(name), env)
+    if _is(name, BanditStrategy):
+        _bandit_bad_batch_is_refused(agent, env, 1e30)
+        return
+    env.close()
+    trainer = _bad_reward_trainer(name, _kind_of(name), tmp_path, huge=True)
+    with pytest.raises(ConfigError, match=r"training diverged.*non-finite") as error:
+        trainer.train()
+    _names_spec_fields(name, str(error.value))
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "failed"
+
+
+def _names_spec_fields(name: str, message: str) -> None:
+    named = re.findall(r"algorithm\.(\w+)", message)
+    fields = MANIFEST_REGISTRY.get(name).model_fields
+    assert named and all(field in fields for field in named), message
+
+
+def _bandit_bad_batch_is_refused(agent: Any, env: BanditEnv, reward: float) -> None:
+    """A bandit's table rewards are 0 or 1, so the bad reward comes in a batch of pulls.
 
     The trainer turns the ``FloatingPointError`` into the "training diverged"
     error for every paradigm alike (checked above with a dataset's NaN rewards).
     """
     contexts = env.reset(seed=0)
-    batch = {"obs": contexts[:2], "reward": np.array([1.0, float("nan")], np.float32)}
+    batch = {"obs": contexts[:2], "reward": np.array([1.0, reward], np.float32)}
     before = _params(agent)
     with pytest.raises(FloatingPointError, match="non-finite"):
         agent.learn(batch)

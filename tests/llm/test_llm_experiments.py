@@ -110,7 +110,10 @@ def test_strategy_loop_takes_the_trainer_call(make_spec, make_env, tokenizer) ->
     run.progress = TrainingProgress(2, "sft", enabled=False)
     result = loop([agent], env, max_steps=2, evo_steps=2, env_factory=None, run=run, **kwargs)
     population, fitnesses = result
-    assert population[0].num_updates == 2 and fitnesses[0] < 0
+    assert population[0].num_updates == 2
+    # SFT fitness is minus the held-out loss of the trained weights
+    held_out = population[0].evaluate(env.test.rows, env, batch_size=4)["loss"]
+    assert fitnesses[0] == pytest.approx(-held_out, rel=1e-5)
     assert result.status == "completed" and result.total_steps == 2
     assert run.last_result is result
 
@@ -150,3 +153,38 @@ def test_grpo_countdown_trains_through_the_trainer_and_resumes(
     evals = list(csv.DictReader((run / "metrics.csv").open()))
     assert [int(r["step"]) for r in evals] == [2, 4] and "pass_rate" in evals[0]
     assert len((run / "samples" / "step_000004_agent_0.jsonl").read_text().splitlines()) == 4
+
+
+def test_the_run_seed_sets_an_llm_algorithm_seed(
+    compose, tmp_path: Path, tiny_model_dir: Path, monkeypatch
+) -> None:
+    """``seed=`` reaches an LLM run (a sweep over seeds must not repeat one run)."""
+    import csv
+
+    import yaml
+
+    from agilerl.launch.compose import build_manifest
+
+    monkeypatch.chdir(REPO)
+    manifest, _ = build_manifest(
+        compose(
+            "experiment=grpo_digits",
+            f"network.pretrained_model_name_or_path={tiny_model_dir}",
+            "training.max_steps=1",
+            "training.evaluation_interval=1",
+        )
+    )
+
+    def rewards(seed: int | None, name: str) -> tuple[list[str], dict]:
+        run = tmp_path / name
+        LocalTrainer.from_manifest(manifest, run_dir=run, seed=seed, verbose=False).train()
+        table = [r["reward"] for r in csv.DictReader((run / "rewards.csv").open())]
+        return table, yaml.safe_load((run / "manifest.yaml").read_text())
+
+    first, written = rewards(1, "a")
+    again, _ = rewards(1, "b")
+    other, _ = rewards(2, "c")
+    _, default_written = rewards(None, "d")
+    assert first == again and first != other
+    assert written["algorithm"]["seed"] == 1
+    assert default_written["algorithm"]["seed"] == manifest.algorithm.seed

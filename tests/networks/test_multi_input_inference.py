@@ -93,4 +93,13 @@ def test_the_layout_trains_on_a_dict_observation_env(
     trainer.train()
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["total_steps"] >= 1024
-    assert summary["final_fitness"] > 0
+    # Between the two checkpoints the gradient reached the image branch and the projection
+    # that joins it with the vector key: both sub-observations are trained on.
+    first, last = (
+        torch.load(tmp_path / "run" / "checkpoints" / f"step_{step:012d}" / "agent_0.pt",
+                   weights_only=True)["networks"]
+        for step in (512, 1024)
+    )  # fmt: skip
+    net = "actor"
+    for key in ("encoder.cnns.0.convs.0.weight", "encoder.projection.linears.0.weight"):
+        assert not torch.equal(first[net][key], last[net][key]), key
