@@ -38,6 +38,7 @@ from agilerl.strategies import PopulationRuntime, select_strategy
 from agilerl.training import distributed_run
 from agilerl.training.checkpointing import CheckpointManager, ResumeState, set_rng_state
 from agilerl.training.numerics import denormals_flushed
+from agilerl.training.population_loop import FINAL_STATUSES
 from agilerl.training.results import LoopResult
 from agilerl.training.resume_check import prepare_resume
 from agilerl.training.run_context import RunContext, finite_or_none
@@ -394,7 +395,16 @@ class LocalTrainer:
             context.progress.close()
             context.sinks.close()
             finished = result if isinstance(result, LoopResult) else _failed(context)
-            if run_dir is not None:
+            if _already_ended(finished, resume_state):
+                if self.verbose and main:
+                    print(
+                        f"{self.run_dir}: this run had already ended ({finished.status} at "
+                        f"step {finished.total_steps:,}); nothing was trained and its "
+                        "summary.json is unchanged. Raise training.max_steps (or "
+                        "training.target_score) to continue it.",
+                        flush=True,
+                    )
+            elif run_dir is not None:
                 self._write_summary(run_dir, finished, context)
         context.forward_stop_signal()
         return result
@@ -479,6 +489,15 @@ def seeded_manifest(
     data = manifest.to_dict()
     data["algorithm"]["seed"] = seed
     return TrainingManifest.from_dict(data), seed
+
+
+def _already_ended(result: LoopResult, resume_state: ResumeState | None) -> bool:
+    """A resumed run that trained nothing because it had ended (budget spent, target met)."""
+    return (
+        resume_state is not None
+        and result.status in FINAL_STATUSES
+        and result.total_steps == resume_state.total_steps
+    )
 
 
 def _failed(context: RunContext) -> LoopResult:

@@ -319,6 +319,18 @@ CASES: dict[str, Case] = {
         skip="a benchmark of minutes (needs trl, the bench extra); run by hand"
     ),
     "python scripts/bench/offline_load.py": Case(marks=SLOW),
+    "python scripts/bench/learning_table.py": Case(
+        skip="re-runs every learning table (~25 min); tests/test_benchmarks.py re-runs two rows"
+    ),
+    "python scripts/bench/learning_table.py --rows ppo_cartpole --seeds 0 1 2 3 4 5 6 7 8 9 "
+    "--out my_tables": Case(
+        expect=["ppo_cartpole", "IQM", "reached 10/10"],
+        files=["my_tables/single_agent.md"],
+        marks=SLOW,
+    ),
+    "python scripts/make_tiny_llm.py && python train.py experiment=grpo_digits": Case(
+        expect=["GRPO on data/digits.jsonl", *RUN_END], marks=SLOW, in_repo=True
+    ),
     "python scripts/bench/bandits.py": Case(marks=SLOW),
     "python scripts/bench/cqn_vs_d3rlpy.py": Case(
         skip="creates its own virtualenv with d3rlpy from the package index"

@@ -30,12 +30,19 @@ def _run_name(manifest: object, algorithm: object, env: object) -> str:
     return hydra_run_name(manifest, algorithm, env)
 
 
+def _smoke(field: str, algorithm: object) -> object:
+    from agilerl.launch.smoke import smoke_value
+
+    return smoke_value(field, str(algorithm))
+
+
 def register_resolvers() -> None:
-    """Register ``agilerl_job_dir`` and ``agilerl_run_name`` with OmegaConf (idempotent)."""
+    """Register the ``agilerl_*`` resolvers with OmegaConf (idempotent)."""
     from omegaconf import OmegaConf
 
     OmegaConf.register_new_resolver("agilerl_job_dir", job_dir_name, replace=True)
     OmegaConf.register_new_resolver("agilerl_run_name", _run_name, replace=True)
+    OmegaConf.register_new_resolver("agilerl_smoke", _smoke, replace=True)
 
 
 if "omegaconf" in sys.modules:

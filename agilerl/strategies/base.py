@@ -178,6 +178,18 @@ class TrainingStrategy(ABC):
     field set to a value other than its default is refused
     (:func:`agilerl.strategies.refuse_unused_training_fields`)."""
 
+    smoke_budget: ClassVar[dict[str, int]] = {
+        "max_steps": 4096,
+        "evo_steps": 2048,
+        "pop_size": 1,
+        "eval_steps": 500,
+        "eval_loop": 1,
+        "checkpoint_steps": 2048,
+    }
+    """``training=smoke`` in this paradigm: a run of seconds (env steps for RL; rounds or
+    batches for LLMs). It replaces a preset's budget; fields not listed keep their
+    defaults (see :func:`agilerl.launch.smoke.smoke_value`)."""
+
     def acted_training_fields(self, spec: AlgorithmSpec) -> frozenset[str]:
         """The ``training`` fields a run of ``spec`` in this paradigm acts on."""
         return RUN_FIELDS | self.training_fields

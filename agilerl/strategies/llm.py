@@ -109,6 +109,13 @@ class LLMRolloutStrategy(LLMStrategy):
     """
 
     paradigm: ClassVar[str] = "LLM rollout"
+    smoke_budget: ClassVar[dict[str, int]] = {
+        "max_steps": 3,
+        "evo_steps": 3,
+        "pop_size": 1,
+        "evaluation_interval": 3,
+        "checkpoint_steps": 3,
+    }
     training_fields: ClassVar[frozenset[str]] = LLM_FIELDS | {
         "eval_samples_per_task",
         "eval_greedy",
@@ -366,6 +373,13 @@ class LLMDatasetStrategy(LLMStrategy):
     """
 
     paradigm: ClassVar[str] = "LLM dataset"
+    smoke_budget: ClassVar[dict[str, int]] = {
+        "max_steps": 4,
+        "evo_steps": 2,
+        "pop_size": 1,
+        "evaluation_interval": 2,
+        "checkpoint_steps": 2,
+    }
     training_fields: ClassVar[frozenset[str]] = LLM_FIELDS | {"num_epochs", "evo_epochs"}
     takes_epochs: ClassVar[bool] = True
     default_loop: ClassVar[str | TrainingLoop | None] = (

@@ -89,6 +89,8 @@ class PopulationLoop:
         self.epsilons: list[float] | None = state.epsilons if state else None
         """Exploration epsilons of an epsilon-greedy loop (checkpointed when set)."""
         self.status: str | None = None
+        if state and self._target_was_reached(state):
+            self.status = "target_reached"  # resumed after its end: nothing more to train
         self.last_eval: dict[int, tuple[float | None, int | None]] = {}
         # A resumed run starts at its checkpoint: that step is already saved.
         self.last_checkpoint_step: int | None = self.env_steps if run.resume_state else None
@@ -97,6 +99,15 @@ class PopulationLoop:
         self._start_time = time.perf_counter()
         self._start_steps = self.env_steps
         self._shown_steps = self.env_steps
+
+    def _target_was_reached(self, state: ResumeState) -> bool:
+        """Whether the checkpointed run had already reached this run's target."""
+        return (
+            self.target is not None
+            and state.solved_at_step is not None
+            and state.best_fitness is not None
+            and state.best_fitness >= self.target
+        )
 
     @staticmethod
     def _after(steps: int, every: int | None) -> int | None:

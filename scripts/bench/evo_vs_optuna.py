@@ -40,18 +40,7 @@ the whole budget and is marked) and the ratios.
 
     python scripts/bench/evo_vs_optuna.py [--seeds 0 1 2] [--budget 100000] [--jobs 2]
 
-Measured (defaults, seeds 0 1 2, 2 shared cores at load 8-13, so walls are not
-comparable; env steps are): optuna 97,500 / 65,000 / >100,000 (median 97,500);
-evo with ``keep_incumbents`` 40,000 / >100,000 / 90,000 (median 90,000: 1.08x);
-evo with the classic tournament >100,000 / 40,000 / >100,000 (median 100,000);
-public >100,000 on all three seeds (median >= 100,000: >= 1.11x ours), about
-3,300 s wall each against ours' 530-1,200 s under the same load.
-The 3x goal is out of reach here: evolution pays ``pop_size`` env steps for
-each step of the lineage that solves, so 3x below Optuna's at most 100,000
-means every member solving within ~8,300 of its own steps, while one good DQN
-trial needs ~20,000; and DQN's greedy evaluations on Acrobot swing between
-about -110 and -500 from one evaluation to the next, so selection on one
-evaluation is noisy.
+Results: benchmarks/evo_vs_optuna.md
 """
 
 from __future__ import annotations

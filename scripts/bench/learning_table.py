@@ -13,10 +13,11 @@ for the same task.
 
 Writes ``benchmarks/<table>.md`` and ``benchmarks/<table>.csv`` (one table per paradigm)
 with the command, the commit and the machine, and keeps each run directory under
-``--runs`` (default ``benchmarks/runs``, not committed)::
+``--runs`` (default ``<out>/runs``; ``benchmarks/runs`` is not committed). A seed whose run
+directory holds a ``summary.json`` is not run again::
 
     python scripts/bench/learning_table.py                       # every row, seeds 0-4
-    python scripts/bench/learning_table.py --rows ppo_cartpole --seeds 0 1 2 --jobs 2
+    python scripts/bench/learning_table.py --rows ppo_cartpole --seeds 0 1 2 --out my_tables
     python scripts/bench/learning_table.py --list
 
 ``tests/test_benchmarks.py`` (slow) re-runs the PPO CartPole row and checks that its IQM
@@ -46,7 +47,12 @@ import numpy as np  # noqa: E402
 
 from agilerl.logging.rl_stats import bootstrap_interval  # noqa: E402
 
-RL_ZOO = "rl-baselines3-zoo benchmark.md (one run, deterministic policy; commit 0088472)"
+RL_ZOO = "rl-zoo3"
+SOURCES = {
+    RL_ZOO: "rl-baselines3-zoo `benchmark.md` (DLR-RM/rl-baselines3-zoo, commit 0088472): "
+    "mean ± std of the deterministic policy over its evaluation episodes, one training run "
+    'each ("not a quantitative benchmark", in its own words)',
+}
 
 
 @dataclass(frozen=True)
@@ -76,25 +82,25 @@ MPE_SL = ("pettingzoo_random", "mpe2.simple_speaker_listener_v4",
 ROWS: tuple[Row, ...] = (
     Row("ppo_cartpole", "single_agent", ("algorithm=ppo", "env=cartpole"), "return", 475,
         baseline=("random", "CartPole-v1"),
-        peer=f"SB3 PPO 500.0 ± 0.0 after 100k steps ({RL_ZOO})"),
+        peer=f"SB3 PPO 500.0 ± 0.0 after 100k steps [{RL_ZOO}]"),
     Row("dqn_cartpole", "single_agent", ("algorithm=dqn", "env=cartpole"), "return", 475,
         baseline=("random", "CartPole-v1"),
-        peer=f"SB3 DQN 500.0 ± 0.0 after 50k steps ({RL_ZOO})"),
+        peer=f"SB3 DQN 500.0 ± 0.0 after 50k steps [{RL_ZOO}]"),
     Row("rainbow_dqn_cartpole", "single_agent", ("algorithm=rainbow_dqn", "env=cartpole"),
         "return", 475, baseline=("random", "CartPole-v1"),
-        peer=f"SB3 QR-DQN 500.0 ± 0.0 after 50k steps ({RL_ZOO})"),
+        peer=f"SB3 QR-DQN 500.0 ± 0.0 after 50k steps [{RL_ZOO}]"),
     Row("recurrent_ppo_cartpole_novel", "single_agent",
         ("algorithm=recurrent_ppo", "env=cartpole_novel"), "return", 475,
         baseline=("random", "CartPoleNoVel-v1")),
     Row("ddpg_pendulum", "single_agent", ("algorithm=ddpg", "env=pendulum"), "return", -200,
         baseline=("random", "Pendulum-v1"),
-        peer=f"SB3 DDPG -152.1 ± 94.3 after 20k steps ({RL_ZOO})"),
+        peer=f"SB3 DDPG -152.1 ± 94.3 after 20k steps [{RL_ZOO}]"),
     Row("td3_pendulum", "single_agent", ("algorithm=td3", "env=pendulum"), "return", -200,
         baseline=("random", "Pendulum-v1"),
-        peer=f"SB3 TD3 -151.9 ± 90.2 after 20k steps ({RL_ZOO})"),
+        peer=f"SB3 TD3 -151.9 ± 90.2 after 20k steps [{RL_ZOO}]"),
     Row("sac_pendulum", "single_agent", ("algorithm=sac", "env=pendulum"), "return", -200,
         baseline=("random", "Pendulum-v1"),
-        peer=f"SB3 SAC -157.0 ± 88.7 after 20k steps ({RL_ZOO})"),
+        peer=f"SB3 SAC -157.0 ± 88.7 after 20k steps [{RL_ZOO}]"),
     Row("ippo_speaker_listener", "multi_agent", ("experiment=ippo_speaker_listener",),
         "return summed over agents", -30, baseline=MPE_SL),
     Row("matd3_speaker_listener", "multi_agent", ("experiment=matd3_speaker_listener",),
@@ -358,6 +364,9 @@ def write_table(name: str, lines: list[dict[str, Any]], out: Path) -> Path:
             f"{interval(line, 'steps_to_target_iqm', '.0f')} | "
             f"{interval(line, 'wall_to_target_iqm', '.1f')} | {line['peer'] or '-'} |"
         )
+    cited = [key for key in SOURCES if any(f"[{key}]" in (x["peer"] or "") for x in lines)]
+    if cited:
+        md += ["", "Peers:", "", *(f"- [{key}] {SOURCES[key]}" for key in cited)]
     extras = [f"- {line['row']}: {line['extra']}" for line in lines if line.get("extra")]
     if extras:
         md += ["", "Also measured (mean over seeds of each run's final value):", "", *extras]
@@ -375,8 +384,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rows", nargs="*", help="Row keys (default: all; see --list).")
     parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2, 3, 4])
     parser.add_argument("--jobs", type=int, default=2, help="Runs at once (one thread each).")
-    parser.add_argument("--runs", default="benchmarks/runs", help="Run directories.")
-    parser.add_argument("--out", default="benchmarks", help="Where the tables go.")
+    parser.add_argument("--runs", help="Run directories (default: <out>/runs).")
+    parser.add_argument("--out", help="Where the tables go (default: the repo's benchmarks/).")
     parser.add_argument("--list", action="store_true", help="Print the rows and exit.")
     args = parser.parse_args(argv)
     if args.list:
@@ -387,14 +396,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     if unknown:
         parser.error(f"unknown rows {sorted(unknown)}; --list shows them")
     rows = [r for r in ROWS if not args.rows or r.key in args.rows]
-    runs, python = (REPO / args.runs).resolve(), sys.executable
+    out = Path(args.out).resolve() if args.out else REPO / "benchmarks"
+    runs = Path(args.runs).resolve() if args.runs else out / "runs"
+    python = sys.executable
     for setup in dict.fromkeys(s for row in rows for s in row.setup):
         subprocess.run([python, *setup], cwd=REPO, check=True, capture_output=True)
     jobs = [(row, seed) for row in rows for seed in args.seeds]
     with ThreadPoolExecutor(args.jobs) as pool:
         dirs = list(pool.map(lambda job: run_seed(job[0], job[1], runs, python), jobs))
     stamp = {"commit": commit(), "date": dt.date.today().isoformat(), "machine": machine()}
-    out = REPO / args.out
     for name in dict.fromkeys(row.table for row in rows):
         lines = {line["row"]: line for line in read_table(out / f"{name}.csv")}
         for row in (r for r in rows if r.table == name):

@@ -25,56 +25,9 @@ of points on their own.
     pip install -e ".[bench]"
     python scripts/bench/off_policy_vs_sb3.py [--seeds 0 1 2] [--skip-dqn] [--skip-td3] [--skip-sac]
 
-SAC measured 2026-12-02 on the quiet machine (load ~1, seed 0, all speed work merged):
-ours 283 vs SB3 68 env steps/s (4.19x; goal 5x missed, 3.83x before this round's
-transposed narrow GEMMs and partial input gradients); paired return at 20k steps -139.3
-vs -135.5 (within 3%).
-SAC update measured again 2026-12-02 on the loaded machine (load 2-3 on 2 cores), one
-learn() at the bench's sizes (batch 256, 64-unit nets), best CPU time of alternating runs:
-8.9 -> 7.7 ms and 13.9 -> 11.5 ms (13-17% less) after the closed-form temperature gradient,
-fused FlatAdam, cached stacked-weight views, in-place stacked weight-gradient accumulation
-and a shorter log-prob (296 -> 237 dispatched ops). The side-by-side bench was not rerun
-(too slow to finish on the loaded machine). learn() is ~83% of a step, so this projects to
-~11-14% less time per env step: ~320-330 vs 68 env steps/s, ~4.7-4.8x; the 5x goal is likely
-still missed, pending a quiet-machine run.
-Quiet-machine run with all of that merged, 2026-12-02 afternoon, on a different (slower) host
-(load ~1, ``--skip-dqn --skip-td3 --seeds 0``): ours 87 vs SB3 23 env steps/s (3.84x wall,
-3.85x per CPU second); return at 20k steps -157.4 vs -129.9 (own evaluations), paired -145.6
-vs -135.5 (7% below SB3's, within the 10% bound). The 5x goal is missed. This host dispatches
-a small torch op in ~7 us (about twice the earlier host), and our update is dispatch-bound
-while SB3's 256x256 nets are matmul-bound, so the ratio moves with the host.
-Evening of 2026-12-02, a faster host again (~3.8 us per small torch op), idle, same command:
-ours 375 vs SB3 86 env steps/s (4.36x wall, 4.37x per CPU second); return at 20k steps -157.4
-vs -129.1 (own evaluations), paired -141.3 vs -136.3 (within 4%). The 5x goal is missed. One
-``learn`` is 2.2 ms (81% of a step): its matmuls are ~62 MFLOP (~0.45 ms at this core's
-~140 GFLOP/s); the rest is ~240 small ops and three autograd engine calls (~90 us), so 5x
-needs ~15% off every step from op count alone.
-Night of 2026-12-02, same host, after the graph-free squashed-Gaussian sample (one autograd
-engine call fewer per actor step), in-place activation backward and transposed narrow-output
-GEMMs (237 -> 217 dispatched ops; one isolated learn ~5-7% faster): ours 465 vs SB3 106 env
-steps/s (4.38x; both sides ~24% faster than the evening run, so the host itself had sped up);
-paired return -141.9 vs -136.3. Within this machine's noise the ratio did not move: 5x missed.
-A learn's outputs touch ~2 MB of distinct memory, the core's whole L2, which makes its
-memory-bound small kernels 3-4x slower than the same kernels on a warm cache.
-2026-12-04, another host (AMD EPYC with AVX-512; a 256x64x64 matmul in 27-31 us, about half
-the speed of the host above, so SB3's 256x256 update suffers more than ours), ``--skip-dqn
---skip-td3``, seeds 0-2, the old preset: ours 307/352/281 vs SB3 65/62/61 env steps/s, median
-4.98x (5.00x per CPU second); a rerun 4.36x. The same code's speed moved by up to 25% between
-identical runs on this host, so that was no margin. Then the preset dropped the encoder's
-un-activated latent layer (conf/tuned/sac_pendulum.yaml: the same function class, a third fewer
-matmuls and ops; one learn 2.34 -> 1.79 ms): ours 334/435/413 vs SB3 63/66/64, **median 6.49x**
-(per seed 5.3x/6.6x/6.5x); return at 20k steps -142.6 vs -143.6 (own evaluations), paired
--144.4 vs -136.3 (5.9% below SB3's, within the 10% bound). ``--peer-flush-denormal`` runs SB3
-with subnormal floats flushed as our trainer does (not run for these numbers; on this host a
-fused Adam step over subnormal moments costs ~1.5x a normal one, where processors that take a
-microcode assist for them pay far more).
-After narrow-output GEMMs went back to ``F.linear`` (same host, beside the slow suite on the other
-core): ours 333/355/200 vs SB3 56/47/56 steps/s, median 5.91x wall, 6.01x per CPU second;
-paired return -146.5 vs -136.3 (7.5% below, within the bound), own evaluations -149.2 vs -143.6.
-TD3, 2026-12-04 evening, same host, after conf/tuned/td3_pendulum.yaml dropped the same
-un-activated latent layer (``--skip-dqn --skip-sac --seeds 0``): ours 702 vs SB3 76 env steps/s
-(9.18x wall, 9.19x per CPU second); return at 20k steps -166.2 vs -136.1 (own evaluations),
-paired -151.9 vs -141.3 (7.5% below SB3's on the same 50 episodes).
+``--peer-flush-denormal`` runs SB3 with subnormal floats flushed as our trainer does.
+
+Results: benchmarks/off_policy_vs_sb3.md
 """
 
 from __future__ import annotations

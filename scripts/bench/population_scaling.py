@@ -17,46 +17,7 @@ is printed for both; so does DQN's with one memory per member).
     python scripts/bench/population_scaling.py [--algos dqn ppo] [--pops 1 4 8] \\
         [--steps 4000] [--repeats 3] [--env cartpole]
 
-Measured 2026-12-02 with ``--algos dqn --steps 4000 --repeats 3`` on 2 CPU cores shared
-with other work (load average ~12): DQN pop 4 batched 1190 vs sequential 602 steps/s
-(1.98x; per round 1.83x, 2.34x, 2.33x), pop 8 1670 vs 542 (3.08x; per round 3.08x,
-2.89x, 2.54x). DQN's update at 3 x 64 units and batch 64 is largely matmul work that
-batching does not remove (a stacked update of 4 members costs ~2.2 single updates).
-
-Measured 2026-12-02 with ``--algos ppo dqn --steps 4000`` (one round) on 2 CPU cores
-shared with other work (load average ~12-13): PPO pop 4 batched 1038 vs sequential 743
-steps/s (1.40x), pop 8 1179 vs 648 (1.82x); DQN pop 4 878 vs 428 (2.05x), pop 8 1049 vs
-362 (2.89x). Batched and sequential PPO reached the same best fitness (99.7/99.4 at pop 1
-differ only in the run order's warm-up; 226.6 at pop 4, 408.0 at pop 8). The pop-1
-"batched" rows run first in the process and carry its warm-up. PPO's tuned CartPole
-preset does 20 full-batch epochs per 256-step rollout: its update is matmul work
-(batched matmuls on ``[N, 256, 64]`` run at the same FLOP rate as N single ones), so
-batching saves the Python per step and per update but not the update itself.
-
-Quiet machine (load < 1, one round, all speed work merged), 2026-12-02: PPO pop 4 batched
-11,729 vs sequential 6,590 steps/s (1.78x), pop 8 10,843 vs 5,887 (1.84x); DQN pop 4
-3,960 vs 2,131 (1.86x), pop 8 6,347 vs 2,282 (2.78x). The 2.5x goal at pop 4 is missed
-for both. Best fitness differs slightly between modes (PPO pop 8 408.0 vs 392.2): the
-sequential chains now round tanh through numpy, and one-ulp differences grow over a run.
-
-Afternoon of 2026-12-02, on a slower host (~7 us per dispatched torch op), quiet (load ~1),
-``--repeats 2``, after batched evaluation stopped stepping members that have played their
-episodes (17-21% fewer evaluation sub-env steps) and replay gathers got cheaper: DQN pop 4
-batched 1,758 vs sequential 838 steps/s (2.10x; rounds 2.10x, 2.30x), pop 8 2,269 vs 779
-(2.91x); PPO pop 4 3,335 vs 2,013 (1.66x; rounds 1.66x, 1.65x), pop 8 3,932 vs 2,059 (1.91x).
-The 2.5x goal at pop 4 is still missed for both. What is left is the updates' matmuls (a
-stacked bmm of 4 members costs ~3-4x one member's mm here: the arithmetic, not dispatch) and
-each member's Python env steps. ``--env pendulum`` (Gaussian PPO, batched since this round):
-pop 4 1,590 vs 766 steps/s (2.08x, load ~3).
-
-Evening of 2026-12-02 on a faster host (~3.8 us per small torch op), idle, ``--pops 1 4 8
---repeats 2``: DQN pop 4 batched 5,698 vs sequential 2,629 steps/s (2.17x), pop 8 7,672 vs
-2,727 (2.81x); PPO pop 4 13,805 vs 7,951 (1.74x), pop 8 15,751 vs 8,226 (1.91x); PPO's batched
-and sequential runs again reach the same best fitness (226.6 at pop 4, 380.1 at pop 8). The
-2.5x goal at pop 4 is missed for both. After FlatAdam's fused default (StackedAdam runs the
-same kernel per row), same host and command: DQN pop 4 6,097 vs 2,857 (2.13x), pop 8 8,463 vs
-2,898 (2.92x); PPO pop 4 14,954 vs 8,682 (1.72x), pop 8 16,060 vs 8,558 (1.88x): every row
-2-10% faster in absolute terms, the ratios about where they were.
+Results: benchmarks/population_scaling.md
 """
 
 from __future__ import annotations

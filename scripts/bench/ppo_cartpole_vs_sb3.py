@@ -13,13 +13,7 @@ is better; time to solve: lower is better).
     pip install -e ".[bench]"
     python scripts/bench/ppo_cartpole_vs_sb3.py [--seeds 0 1 2] [--cpu-clock]
 
-Measured 2026-12-02 on the quiet machine (load ~0.8, wall clock, seeds 0-2): median
-ours 7,504 vs SB3 2,235 env steps/s (3.36x; goal >= 3x met), median seconds to solve
-2.01 vs 6.71 (0.30x).
-
-Evening of 2026-12-02 on a faster host (idle), run back to back: before FlatAdam's fused
-default, ours 8,987 vs SB3 2,909 steps/s (3.09x), 2.10 vs 8.43 s to solve (0.25x); after it,
-ours 9,291 vs 2,877 (3.23x), 1.65 vs 8.48 s (0.19x; the seeds now solve at 15,104 steps).
+Results: benchmarks/ppo_cartpole_vs_sb3.md
 """
 
 from __future__ import annotations

@@ -14,9 +14,7 @@ Prints env steps/s, the greedy return, and the ratio ours / sb3-contrib.
     pip install -e ".[bench]"
     python scripts/bench/recurrent_ppo_vs_sb3_contrib.py [--steps 100000] [--seeds 0] [--preset zoo]
 
-Measured (2026-12-02, ``--steps 60000 --seeds 0``, tuned preset, a shared 2-core CPU under
-heavy load from other jobs): ours 541 env steps/s, sb3-contrib 227 (2.38x); greedy return
-over 20 episodes: ours 222.1, sb3-contrib 38.5.
+Results: benchmarks/recurrent_ppo_vs_sb3_contrib.md
 """
 
 from __future__ import annotations

@@ -24,16 +24,10 @@ the environment, as on a user's machine): where it is set (this sandbox sets it)
 project's own modules would be recompiled from source at every start while the
 installed libraries load their compiled files, which charges ~0.1 s to our side only.
 
-Measured 2026-12-02 (load ~1, 5 rounds): dry run 0.635 s = 1.46x the minimal app
-(goal 2x: met); ``agilerl validate`` 0.231 s = 2.24x import-pydantic-and-parse (goal
-1.2x: missed) but 1.09x "import pydantic, validate one one-field model" (0.211 s).
-``import pydantic`` is lazy (its ``__init__`` defers every submodule), so the 1.2x
-goal sits below the cost of building any Pydantic validator at all: the first
-``BaseModel`` subclass alone costs ~0.1 s. What remains is ours: ~0.02 s for the
-manifest's 40-odd models.
-
 ``--repo`` times another checkout of the project (e.g. the main branch, for a
 before/after comparison) with the same baselines.
+
+Results: benchmarks/validate_latency.md
 """
 
 from __future__ import annotations

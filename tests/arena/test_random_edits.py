@@ -37,6 +37,8 @@ def edited(draw: st.DrawFn) -> dict:
     data = copy.deepcopy(draw(st.sampled_from(BASES)))
     for _ in range(draw(st.integers(1, 3))):
         paths = _paths(data)
+        if not paths:  # every section was deleted: the empty manifest is the edit
+            break
         path = draw(st.sampled_from(paths))
         parent = data
         for key in path[:-1]:

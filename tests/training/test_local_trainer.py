@@ -128,6 +128,30 @@ def test_resume_continues_counters_and_metrics(tmp_path: Path) -> None:
     assert json.loads((run / "summary.json").read_text())["total_steps"] == 4096
 
 
+@pytest.mark.parametrize("ended", ["target_reached", "completed"])
+def test_resuming_an_ended_run_trains_nothing_and_keeps_its_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture, ended: str
+) -> None:
+    # a target any policy meets at the first evaluation (CartPole pays 1 a step), or none
+    target = {"target_score": 5.0} if ended == "target_reached" else {}
+    small_run(tmp_path, max_steps=2048, **target).train()
+    run = tmp_path / "run"
+    summary = (run / "summary.json").read_text()
+    rows = (run / "metrics.csv").read_text()
+    assert json.loads(summary)["status"] == ended
+    manifest = yaml.safe_load((run / "manifest.yaml").read_text())
+    again = LocalTrainer.from_manifest(manifest, run_dir=run, resume=True)
+    population, _ = again.train()
+    assert "this run had already ended" in capsys.readouterr().out
+    assert (run / "summary.json").read_text() == summary
+    assert (run / "metrics.csv").read_text() == rows
+    # raising what ended it continues the run
+    key, value = ("target_score", 1e9) if target else ("max_steps", 3072)
+    manifest["training"][key] = value
+    LocalTrainer.from_manifest(manifest, run_dir=run, resume=True, verbose=False).train()
+    assert json.loads((run / "summary.json").read_text())["total_steps"] > population[0].steps
+
+
 def test_checkpoint_optimizer_false_writes_no_optimizer_state_and_resume_says_so(
     tmp_path: Path,
 ) -> None:
