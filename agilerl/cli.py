@@ -14,6 +14,7 @@ from agilerl.extras import extra_of, installed, missing_extra_error
 def _validate(files: Sequence[str], quiet: bool, trust_code: bool = False) -> int:
     from agilerl.arena.models.manifest import TrainingManifest
     from agilerl.arena.models.trust import TRUST_HINT
+    from agilerl.launch.env_check import check_environment
     from agilerl.launch.preflight import preflight
 
     failed = 0
@@ -21,6 +22,8 @@ def _validate(files: Sequence[str], quiet: bool, trust_code: bool = False) -> in
         try:
             manifest = TrainingManifest.from_file(path)
             fields = preflight(manifest, trust_code=True, source=path)
+            if not fields or trust_code:  # as a dry run: the env id, spaces vs network
+                check_environment(manifest)
         except ConfigError as error:
             failed += 1
             print(

@@ -138,7 +138,8 @@ class LocalTrainer:
         )
 
     def _init(self, manifest: TrainingManifest, **options: Any) -> None:
-        if not options["resume"]:
+        if not options["resume"] or options["seed"] is not None:
+            # (a resume without a seed keeps the stored run's, checked in prepare_resume)
             manifest, options["seed"] = seeded_manifest(manifest, options["seed"])
         preflight(
             manifest,
@@ -359,6 +360,8 @@ class LocalTrainer:
             training.max_steps * training.pop_size,
             training.name or f"{self.spec.name} {getattr(self.manifest.environment, 'name', '')}",
             enabled=self.verbose and main,
+            unit=self.strategy.step_unit,
+            fitness_name=self.strategy.fitness_name,
         )
         if training.hpo:
             tournament, mutation = self._evolution_operators(resume_state)
@@ -399,7 +402,8 @@ class LocalTrainer:
                 if self.verbose and main:
                     print(
                         f"{self.run_dir}: this run had already ended ({finished.status} at "
-                        f"step {finished.total_steps:,}); nothing was trained and its "
+                        f"{self.strategy.step_unit[0]} {finished.total_steps:,}); nothing was "
+                        "trained and its "
                         "summary.json is unchanged. Raise training.max_steps (or "
                         "training.target_score) to continue it.",
                         flush=True,
@@ -466,6 +470,8 @@ class LocalTrainer:
                     record,
                     max_steps=self.manifest.training.max_steps,
                     target=self.manifest.training.target_score,
+                    unit=self.strategy.step_unit,
+                    fitness_name=self.strategy.fitness_name,
                 ),
                 flush=True,
             )

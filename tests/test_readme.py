@@ -114,7 +114,7 @@ class Case:
     in_repo: bool = False
 
 
-RUN_END = ["\n  best fitness ", "\n  wall time ", "\n  run dir "]
+RUN_END = ["\n  best ", "\n  wall time ", "\n  run dir "]
 SLOW = ("slow",)
 CASES: dict[str, Case] = {
     # quick start
@@ -163,8 +163,10 @@ CASES: dict[str, Case] = {
     "python train.py manifest=my_run.yaml training.pop_size=4": Case(
         budget=SMALL, needs=("manifest",), expect=["PPO on CartPole-v1: ", *RUN_END], marks=SLOW
     ),
-    f"python train.py resume={RUN_PLACEHOLDER}": Case(
-        needs=("run",), expect=["PPO on CartPole-v1: ", *RUN_END], marks=SLOW
+    f"python train.py resume={RUN_PLACEHOLDER}": Case(  # the fixture's run had ended
+        needs=("run",),
+        expect=["this run had already ended", "Raise training.max_steps"],
+        marks=SLOW,
     ),
     "python train.py -m algorithm=ppo env=cartpole seed=0,1,2": Case(
         budget=SMALL_SWEEP, expect=["#2 : ", "seed=2"], marks=SLOW
@@ -317,6 +319,19 @@ CASES: dict[str, Case] = {
     ".venv-vllm/bin/python -m pytest -q -m vllm": Case(skip="the vLLM tests themselves"),
     "python scripts/bench/grpo_vs_trl.py": Case(
         skip="a benchmark of minutes (needs trl, the bench extra); run by hand"
+    ),
+    "python train.py algorithm=ppo env=custom environment.name=MyEnv-v0 "
+    "environment.entrypoint=my_envs:make environment.path=. trust_code=true "
+    "training.max_steps=50000": Case(
+        skip="needs the user's module: tests/launch/test_custom_env.py writes one and runs it"
+    ),
+    "python train.py algorithm=ppo env=custom environment.name=my_envs:MyEnv-v0 "
+    "environment.path=. trust_code=true training.max_steps=50000": Case(
+        skip="needs the user's module: tests/launch/test_custom_env.py writes one and runs it"
+    ),
+    "python train.py algorithm=ppo env=custom environment.name=MountainCar-v0 "
+    "training.max_steps=50000": Case(
+        budget=SMALL, expect=["PPO on MountainCar-v0: ", *RUN_END], marks=SLOW
     ),
     "python scripts/bench/offline_load.py": Case(marks=SLOW),
     "python scripts/bench/learning_table.py": Case(

@@ -19,6 +19,7 @@ import copy
 import itertools
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -497,11 +498,14 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
             model.set_adapter(self.adapter_name)
             model.merge_and_unload().save_pretrained(out)
         else:
-            self.actor.save_pretrained(
-                out,
-                selected_adapters=[self.adapter_name],
-                save_embedding_layers="auto" if embeddings else False,
-            )
+            with warnings.catch_warnings():
+                # "auto" saves tied embedding layers a LoRA targets, and says so every time
+                warnings.filterwarnings("ignore", message="Setting `save_embedding_layers`")
+                self.actor.save_pretrained(
+                    out,
+                    selected_adapters=[self.adapter_name],
+                    save_embedding_layers="auto" if embeddings else False,
+                )
             if self.adapter_name != ACTOR_ADAPTER:
                 # peft writes non-default adapters to a subfolder; lift it so
                 # PeftModel.from_pretrained(base, out) finds the adapter.

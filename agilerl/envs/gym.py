@@ -35,11 +35,10 @@ def _env_factory(spec: GymEnvSpec, render_mode: str | None = None) -> Any:
         kwargs["max_episode_steps"] = spec.max_episode_steps
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
+    if spec.path and (spec.entrypoint is not None or ":" in spec.name):
+        sys.path.insert(0, spec.path)
     if spec.entrypoint is not None:
-        if spec.path:
-            sys.path.insert(0, spec.path)
-        module_name, _, attr = spec.entrypoint.replace(":", ".").rpartition(".")
-        make = getattr(importlib.import_module(module_name), attr)
+        make = _user_object(spec.entrypoint, "environment.entrypoint")
         return lambda: _wrap(make(**kwargs), spec)
     _check_registered(spec.name)
     return lambda: _wrap(_make(spec.name, **kwargs), spec)
@@ -49,11 +48,35 @@ DEPENDENCIES = {"box2d": "Box2D"}
 """gymnasium's optional dependency (as its error names it) -> the package (see agilerl.extras)."""
 
 
+def _user_object(target: str, field: str) -> Any:
+    """``module:attr`` (or ``module.attr``) of user code, imported (trust is checked before).
+
+    Raises:
+        ConfigError: Naming ``field`` when the module or the attribute is missing.
+    """
+    module_name, _, attr = target.replace(":", ".").rpartition(".")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            f"{field}: {target}: no module named {exc.name!r}; put its folder on the import "
+            "path with environment.path=<folder> (or install its package)"
+        ) from None
+    except AttributeError:
+        raise ConfigError(f"{field}: {target}: module {module_name!r} has no {attr!r}") from None
+
+
 def _make(name: str, **kwargs: Any) -> gym.Env:
     try:
         return gym.make(name, **kwargs)
     except gym.error.DependencyNotInstalled as exc:
         raise missing_dependency(name, exc) from None
+    except ModuleNotFoundError:  # "module:EnvId-v0" whose module cannot be imported
+        module = name.split(":", 1)[0]
+        raise ConfigError(
+            f"environment.name: {name}: no module named {module!r} to register it; put its "
+            "folder on the import path with environment.path=<folder> (or install its package)"
+        ) from None
 
 
 def missing_dependency(name: str, exc: Exception) -> ConfigError:

@@ -24,10 +24,16 @@ def job_dir_name(override_dirname: str) -> str:
     return f"{readable}-{digest}"
 
 
-def _run_name(manifest: object, algorithm: object, env: object) -> str:
+def _run_name(
+    manifest: object,
+    algorithm: object,
+    env: object,
+    env_name: object = None,
+    entrypoint: object = None,
+) -> str:
     from agilerl.launch.run_names import hydra_run_name
 
-    return hydra_run_name(manifest, algorithm, env)
+    return hydra_run_name(manifest, algorithm, env, env_name, entrypoint)
 
 
 def _smoke(field: str, algorithm: object) -> object:

@@ -8,7 +8,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from agilerl.arena.models.errors import ConfigError, problems_from_validation
+from agilerl.arena.models.errors import ConfigError, did_you_mean, problems_from_validation
 from agilerl.arena.models.loading import read_manifest_file
 from agilerl.arena.models.manifest import SECTIONS, TrainingManifest
 from agilerl.launch import register_resolvers
@@ -19,6 +19,8 @@ register_resolvers()
 
 _NOT_MANIFEST = {"hydra"}
 TUNED_NETWORK = "tuned_network"
+TUNED_FOR = "tuned_for"
+"""Key of a ``conf/tuned/`` file naming the env (``name`` or ``dataset``) it was tuned on."""
 """Where a ``conf/tuned/`` preset puts its network (see :func:`merge_tuned_network`)."""
 _MANIFEST_GROUPS = ("algorithm", "env", "network", "tuned", "training", "replay_buffer", "hpo")
 """Config groups that compose manifest sections: a manifest file or a resumed run chose them."""
@@ -91,9 +93,38 @@ def split_config(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     assert isinstance(data, dict)
     if TUNED_NETWORK in data:
         data["network"] = merge_tuned_network(data.pop(TUNED_NETWORK), data.get("network"))
+    check_tuned_env(data.pop(TUNED_FOR, None), data.get("environment"))
     manifest = {k: v for k, v in data.items() if k in SECTIONS and v is not None}
     options = {k: v for k, v in data.items() if k not in SECTIONS and k not in _NOT_MANIFEST}
     return manifest, options
+
+
+def check_tuned_env(tuned_for: str | None, environment: dict[str, Any] | None) -> None:
+    """Refuse a tuned preset composed in for an env the overrides replaced.
+
+    A preset is picked by the ``algorithm`` and ``env`` group names; an
+    ``environment.name``/``entrypoint`` override on top turns the run into another env,
+    which must not inherit hyperparameters (and a budget and target) tuned elsewhere.
+
+    Raises:
+        ConfigError: Naming both envs and what to do instead.
+    """
+    if tuned_for is None:
+        return
+    env = environment or {}
+    actual = env.get("name") or env.get("dataset")
+    if env.get("entrypoint") is None and actual == tuned_for:
+        return
+    if env.get("entrypoint") is None and did_you_mean(str(actual), [tuned_for]) == tuned_for:
+        return  # a typo of the preset's env: the env check names it ("did you mean ...?")
+    shown = env.get("entrypoint") or actual
+    raise ConfigError(
+        f"environment: {shown} is not {tuned_for}, but the tuned preset for {tuned_for} "
+        "(conf/tuned/) was composed in from the env group; for your own env use env=custom "
+        "(no preset: environment.name=<id>, environment.entrypoint=<module:function> with "
+        "trust_code=true for code of yours), or the env group that names it",
+        "command line",
+    )
 
 
 def parse_run_options(options: dict[str, Any]) -> RunOptions:

@@ -27,8 +27,20 @@ def run_name(algorithm: str, env: str) -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def hydra_run_name(manifest: Any, algorithm: Any, env: Any) -> str:
-    """The run name for Hydra's run dir: from the manifest file if given, else the choices."""
+def hydra_run_name(
+    manifest: Any, algorithm: Any, env: Any, env_name: Any = None, entrypoint: Any = None
+) -> str:
+    """The run name for Hydra's run dir: from the manifest file if given, else the choices.
+
+    Your own env (``env=custom``, or an ``environment.entrypoint``) is named by its
+    ``environment.name``, not by the env group it was composed from.
+    """
+    if (env == "custom" or entrypoint not in (None, "", "None")) and env_name not in (
+        None,
+        "",
+        "None",
+    ):
+        env = env_name
     if manifest not in (None, "", "None"):
         try:
             from agilerl.arena.models.loading import read_manifest_file

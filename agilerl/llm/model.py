@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import random
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,15 @@ def load_causal_lm(
     kwargs: dict[str, Any] = {"dtype": dtype}
     if attn_implementation is not None:
         kwargs["attn_implementation"] = attn_implementation
-    model = AutoModelForCausalLM.from_pretrained(str(name_or_path), **kwargs)
+    from transformers.utils import logging as hf_logging
+
+    quiet = not hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a per-tensor bar on every load: not run progress
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(name_or_path), **kwargs)
+    finally:
+        if not quiet:
+            hf_logging.enable_progress_bar()
     return model.to(device)
 
 
@@ -82,7 +91,12 @@ def add_lora(
     """
     from peft import get_peft_model
 
-    peft_model = get_peft_model(model, lora_config, adapter_name=adapter_name)
+    with warnings.catch_warnings():
+        # peft reads transformers' deprecated alias; the user can do nothing about it
+        warnings.filterwarnings(
+            "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
+        )
+        peft_model = get_peft_model(model, lora_config, adapter_name=adapter_name)
     if separate_reference:
         peft_model.add_adapter(REFERENCE_ADAPTER, lora_config)
         copy_adapter(peft_model, adapter_name, REFERENCE_ADAPTER)

@@ -20,9 +20,19 @@ from agilerl.logging.console import console
 class TrainingProgress:
     """A rich progress bar on a terminal; one plain line per evaluation elsewhere."""
 
-    def __init__(self, total_steps: int, label: str, *, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        total_steps: int,
+        label: str,
+        *,
+        enabled: bool = True,
+        unit: tuple[str, str] = ("step", "steps"),
+        fitness_name: str = "fitness",
+    ) -> None:
         self.total = total_steps
         self.label = label
+        self.unit, self.units = unit[0], unit[1].split()[-1]
+        self.fitness_name = fitness_name
         self.enabled = enabled
         self.console = console(stderr=True)
         self.live = enabled and sys.stderr.isatty()
@@ -35,10 +45,10 @@ class TrainingProgress:
                 TextColumn("[bold]{task.description}"),
                 BarColumn(),
                 MofNCompleteColumn(),
-                TextColumn("{task.fields[rate]:>8} steps/s"),
+                TextColumn("{task.fields[rate]:>8} " + f"{self.units}/s"),
                 TimeElapsedColumn(),
                 TimeRemainingColumn(),
-                TextColumn("fitness {task.fields[latest]} (best {task.fields[best]})"),
+                TextColumn(fitness_name + " {task.fields[latest]} (best {task.fields[best]})"),
                 console=self.console,
                 transient=False,
             )
@@ -72,10 +82,28 @@ class TrainingProgress:
                 for f, s in zip(fitness, spread or [(None, None)] * len(fitness), strict=True)
             )
             self.console.print(
-                f"{self.label}: step {steps:,}/{self.total:,}  {steps_per_second:,.0f} steps/s  "
-                f"fitness [{shown}]  best {self.best:.1f}",
+                f"{self.label}: {self.unit} {steps:,}/{self.total:,}  "
+                f"{_rate(steps_per_second)} {self.units}/s{self._eta(steps, steps_per_second)}  "
+                f"{self.fitness_name} [{shown}]  best {self.best:.1f}",
                 highlight=False,
             )
+
+    def _eta(self, steps: int, steps_per_second: float) -> str:
+        """``  eta 1m05s`` to the budget at the current rate (nothing once it is spent)."""
+        left = self.total - steps
+        if left <= 0 or steps_per_second <= 0:
+            return ""
+        seconds = int(left / steps_per_second)
+        minutes, seconds = divmod(seconds, 60)
+        hours, minutes = divmod(minutes, 60)
+        if hours:
+            return f"  eta {hours}h{minutes:02d}m"
+        return f"  eta {minutes}m{seconds:02d}s" if minutes else f"  eta {seconds}s"
+
+    def notice(self, text: str) -> None:
+        """A warning about the run the user should act on (one line, above the bar)."""
+        if self.enabled:
+            self.console.print(f"[yellow]warning:[/yellow] {text}", highlight=False)
 
     def population(self, generation: int, rows: list[dict]) -> None:
         """A small table of the new population after an evolution step."""
@@ -124,3 +152,8 @@ def _with_spread(fitness: float, spread: tuple[float | None, int | None]) -> str
     if std is None or not episodes:
         return f"{fitness:.1f}"
     return f"{fitness:.1f} ± {std:.1f} ({episodes} ep)"
+
+
+def _rate(per_second: float) -> str:
+    """A rate as the progress lines show it: whole numbers, one decimal below 10."""
+    return f"{per_second:,.1f}" if per_second < 10 else f"{per_second:,.0f}"

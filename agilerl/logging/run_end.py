@@ -13,26 +13,38 @@ def _fitness(value: Any) -> str:
     return "-" if value is None else f"{float(value):.2f}"
 
 
-def how_it_ended(summary: dict[str, Any], *, max_steps: int | None, target: float | None) -> str:
+def how_it_ended(
+    summary: dict[str, Any],
+    *,
+    max_steps: int | None,
+    target: float | None,
+    unit: tuple[str, str] = ("step", "steps"),
+) -> str:
     """One phrase for ``summary["status"]``: target reached at step N, budget done, ..."""
     status = summary.get("status")
+    one, many = unit[0], unit[1].split()[-1]
     steps = _steps(summary.get("total_steps"))
     if status == "target_reached":
         solved = summary.get("solved_at_step", summary.get("total_steps"))
-        return f"target {target:g} reached at step {_steps(solved)}"
+        return f"target {target:g} reached at {one} {_steps(solved)}"
     if status == "completed":
-        per_agent = f" ({max_steps:,} steps per agent)" if max_steps else ""
+        per_agent = f" ({max_steps:,} {many} per agent)" if max_steps else ""
         missed = f"; target {target:g} not reached" if target is not None else ""
-        return f"budget done at step {steps}{per_agent}{missed}"
+        return f"budget done at {one} {steps}{per_agent}{missed}"
     if status == "time_limit":
-        return f"time limit (training.max_wall_seconds) reached at step {steps}"
+        return f"time limit (training.max_wall_seconds) reached at {one} {steps}"
     if status == "interrupted":
-        return f"interrupted at step {steps}; checkpointed"
-    return f"failed at step {steps}"
+        return f"interrupted at {one} {steps}; checkpointed"
+    return f"failed at {one} {steps}"
 
 
 def render_run_end(
-    summary: dict[str, Any], *, max_steps: int | None = None, target: float | None = None
+    summary: dict[str, Any],
+    *,
+    max_steps: int | None = None,
+    target: float | None = None,
+    unit: tuple[str, str] = ("step", "env steps"),
+    fitness_name: str = "fitness",
 ) -> str:
     """The end-of-run report, from ``summary.json``'s fields.
 
@@ -40,20 +52,26 @@ def render_run_end(
         summary: What the run wrote to ``summary.json``.
         max_steps: ``training.max_steps`` (per agent), for a run that used its budget.
         target: ``training.target_score``, if any.
+        unit: What a step is in this paradigm (singular, plural).
+        fitness_name: What the fitness measures in this paradigm.
     """
     status = summary.get("status", "failed")
     head = f"{summary.get('algorithm', '?')} on {summary.get('env', '?')}"
-    lines = [f"{head}: {status}: {how_it_ended(summary, max_steps=max_steps, target=target)}"]
+    ended = how_it_ended(summary, max_steps=max_steps, target=target, unit=unit)
+    lines = [f"{head}: {status}: {ended}"]
     best, final = summary.get("best_fitness"), summary.get("final_fitness")
     spread = ""
     if summary.get("final_fitness_std") is not None and summary.get("eval_episodes"):
         n = summary["eval_episodes"]
         spread = f" ± {summary['final_fitness_std']:.2f} (std over {n} episode{'s' * (n != 1)})"
-    lines.append(f"  best fitness {_fitness(best)}, final fitness {_fitness(final)}{spread}")
+    lines.append(
+        f"  best {fitness_name} {_fitness(best)}, final {fitness_name} {_fitness(final)}{spread}"
+    )
     wall = summary.get("wall_seconds")
     rate = summary.get("steps_per_second")
+    shown = f"{rate:,.1f}" if rate and rate < 10 else f"{rate or 0:,.0f}"
     lines.append(
-        f"  wall time {wall:.1f} s" + (f", {rate:,.0f} env steps/s" if rate else "")
+        f"  wall time {wall:.1f} s" + (f", {shown} {unit[1]}/s" if rate else "")
         if wall is not None
         else "  wall time -"
     )

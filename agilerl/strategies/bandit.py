@@ -24,6 +24,8 @@ class BanditStrategy(TrainingStrategy):
     """Contextual bandit training (NeuralTS, NeuralUCB) on a table of contexts."""
 
     paradigm: ClassVar[str] = "contextual bandit"
+    step_unit: ClassVar[tuple[str, str]] = ("pull", "pulls")
+    fitness_name: ClassVar[str] = "greedy reward"
     training_fields: ClassVar[frozenset[str]] = RL_EVAL_FIELDS | {
         "episode_steps",
         "experience_sharing",

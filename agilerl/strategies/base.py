@@ -178,6 +178,12 @@ class TrainingStrategy(ABC):
     field set to a value other than its default is refused
     (:func:`agilerl.strategies.refuse_unused_training_fields`)."""
 
+    step_unit: ClassVar[tuple[str, str]] = ("step", "env steps")
+    """What a step of ``training.max_steps`` is here (singular label, plural), for the
+    progress lines and the run-end report."""
+    fitness_name: ClassVar[str] = "fitness"
+    """What a member's fitness measures here (the greedy evaluation return for RL)."""
+
     smoke_budget: ClassVar[dict[str, int]] = {
         "max_steps": 4096,
         "evo_steps": 2048,

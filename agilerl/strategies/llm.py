@@ -109,6 +109,8 @@ class LLMRolloutStrategy(LLMStrategy):
     """
 
     paradigm: ClassVar[str] = "LLM rollout"
+    step_unit: ClassVar[tuple[str, str]] = ("round", "rounds")
+    fitness_name: ClassVar[str] = "held-out reward"
     smoke_budget: ClassVar[dict[str, int]] = {
         "max_steps": 3,
         "evo_steps": 3,
@@ -373,6 +375,8 @@ class LLMDatasetStrategy(LLMStrategy):
     """
 
     paradigm: ClassVar[str] = "LLM dataset"
+    step_unit: ClassVar[tuple[str, str]] = ("batch", "batches")
+    fitness_name: ClassVar[str] = "held-out score"
     smoke_budget: ClassVar[dict[str, int]] = {
         "max_steps": 4,
         "evo_steps": 2,

@@ -22,6 +22,7 @@ class OfflineStrategy(GymVectorEnvStrategy):
     """
 
     paradigm: ClassVar[str] = "offline"
+    step_unit: ClassVar[tuple[str, str]] = ("gradient step", "gradient steps")
     training_fields: ClassVar[frozenset[str]] = RL_EVAL_FIELDS | {
         "eval_max_concurrent_episodes",
         "experience_sharing",

@@ -31,6 +31,8 @@ def _pairs() -> list[tuple[str, str]]:
         spec_cls = MANIFEST_REGISTRY.get(_yaml(algorithm)["name"])
         for env in sorted(CONF.glob("env/*.yaml")):
             env_section = _yaml(env)
+            if "name" in env_section and env_section["name"] is None:
+                continue  # env=custom: the user names the env on the command line
             kind_fits = env_section.get("env_type", "gym") == spec_cls.env_type
             objective = env_section.get("objective", spec_cls.objective)
             kind_fits = kind_fits and (spec_cls.objective in (None, objective))

@@ -318,3 +318,15 @@ def test_cluster_stop_leaves_other_peoples_job_steps_alone(tmp_path: Path) -> No
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_validate_checks_the_env_id_as_a_dry_run_does(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(
+        "algorithm: {name: PPO}\nenvironment: {name: CartPol-v1}\ntraining: {max_steps: 1000}\n"
+    )
+    checked = run("-m", "agilerl.cli", "validate", str(manifest))
+    assert checked.returncode == 2, checked.stdout + checked.stderr
+    assert "not a registered gymnasium id (did you mean CartPole-v1?)" in checked.stderr
+    manifest.write_text(manifest.read_text().replace("CartPol-v1", "CartPole-v1"))
+    assert run("-m", "agilerl.cli", "validate", str(manifest)).returncode == 0

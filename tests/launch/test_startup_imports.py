@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-MANIFEST = REPO / "tests" / "manifests" / "dqn_lunar_lander.yaml"
+CARTPOLE = REPO / "tests" / "manifests" / "ppo_cartpole.yaml"
 HEAVY = ("torch", "gymnasium", "submitit", "numpy")
 
 
@@ -93,12 +93,23 @@ def test_typo_exits_2_naming_the_field_without_the_training_stack(warm_cache: Pa
     assert _heavy(modules) == []
 
 
-def test_validate_imports_no_training_stack(tmp_path: Path) -> None:
-    done, modules = _run(["-m", "agilerl.cli", "validate", str(MANIFEST)], tmp_path)
+def test_validate_imports_no_training_stack(warm_cache: Path) -> None:
+    # validate checks the env as a dry run does: remembered from the dry run above
+    done, modules = _run(["-m", "agilerl.cli", "validate", str(CARTPOLE)], warm_cache)
     assert done.returncode == 0, _errors(done)
-    assert done.stdout.startswith(f"ok: {MANIFEST}")
+    assert done.stdout.startswith(f"ok: {CARTPOLE}")
     assert _heavy(modules) == []
     assert not any(m.startswith(("hydra", "omegaconf")) for m in modules)
+
+
+def test_validate_finds_what_a_dry_run_finds(tmp_path: Path) -> None:
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(CARTPOLE.read_text().replace("CartPole-v1", "CartPol-v1"))
+    done, _ = _run(["-m", "agilerl.cli", "validate", str(typo)], tmp_path / "cache")
+    assert done.returncode == 2
+    assert "'CartPol-v1' is not a registered gymnasium id (did you mean CartPole-v1?)" in (
+        done.stderr
+    )
 
 
 def test_a_gpu_device_is_still_checked(warm_cache: Path) -> None:

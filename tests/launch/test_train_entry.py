@@ -92,7 +92,7 @@ def test_manifest_file_with_overrides_on_top(tmp_path: Path) -> None:
 
 
 def test_cli_validate_schema_algorithms(tmp_path: Path) -> None:
-    good = REPO / "tests/manifests/dqn_lunar_lander.yaml"
+    good = REPO / "tests/manifests/ppo_cartpole.yaml"
     bad = tmp_path / "bad.yaml"
     bad.write_text(
         "algorithm: {name: PPO, clip_cof: 1, lr: -1}\nenvironment: {name: CartPole-v1}\n"

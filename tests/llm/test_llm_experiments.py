@@ -188,3 +188,28 @@ def test_the_run_seed_sets_an_llm_algorithm_seed(
     assert first == again and first != other
     assert written["algorithm"]["seed"] == 1
     assert default_written["algorithm"]["seed"] == manifest.algorithm.seed
+
+
+def test_rounds_without_reward_variance_are_reported(
+    compose, tmp_path: Path, tiny_model_dir: Path, monkeypatch, capsys
+) -> None:
+    """The tiny random model scores 0 on every countdown answer: after five such rounds the
+    run says that nothing is being learnt, and what to change."""
+    from agilerl.launch.compose import build_manifest
+    from agilerl.training.llm.train_llm_rollout import NO_SIGNAL_ROUNDS
+
+    monkeypatch.chdir(REPO)
+    manifest, _ = build_manifest(
+        compose(
+            "experiment=grpo_countdown",
+            f"network.pretrained_model_name_or_path={tiny_model_dir}",
+            f"training.max_steps={NO_SIGNAL_ROUNDS}",
+            f"training.evaluation_interval={NO_SIGNAL_ROUNDS}",
+            "algorithm.batch_size=2",
+            "algorithm.max_output_tokens=8",
+        )
+    )
+    LocalTrainer.from_manifest(manifest, run_dir=tmp_path / "run").train()
+    err = capsys.readouterr().err
+    assert f"for {NO_SIGNAL_ROUNDS} rounds every group's completions scored the same" in err
+    assert "algorithm.group_size" in err

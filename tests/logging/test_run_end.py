@@ -35,3 +35,32 @@ def test_each_status_says_how_the_run_ended() -> None:
         assert "run dir runs/x" in text
     interrupted = render_run_end({**BASE, "status": "interrupted"})
     assert "continue with: python train.py resume=runs/x" in interrupted
+
+
+def test_each_paradigm_reports_in_its_own_units() -> None:
+    from agilerl.strategies.bandit import BanditStrategy
+    from agilerl.strategies.llm import LLMDatasetStrategy, LLMRolloutStrategy
+
+    grpo = {**BASE, "algorithm": "GRPO", "env": "data/digits.jsonl", "status": "completed"}
+    grpo |= {"total_steps": 40, "steps_per_second": 1.7, "best_fitness": 1.0}
+    strategy = LLMRolloutStrategy
+    text = render_run_end(
+        grpo, max_steps=40, unit=strategy.step_unit, fitness_name=strategy.fitness_name
+    )
+    assert "budget done at round 40 (40 rounds per agent)" in text
+    assert "best held-out reward 1.00" in text and "1.7 rounds/s" in text
+    assert "env steps" not in text
+    assert LLMDatasetStrategy.step_unit == ("batch", "batches")
+    assert BanditStrategy.step_unit == ("pull", "pulls")
+
+
+def test_plain_progress_lines_show_an_eta_in_the_paradigm_unit(capsys) -> None:
+    from agilerl.logging.progress import TrainingProgress
+
+    progress = TrainingProgress(100, "GRPO digits", unit=("round", "rounds"),
+                                fitness_name="held-out reward")  # fmt: skip
+    progress.evaluation(40, [0.5], steps_per_second=2.0)  # 60 rounds left at 2 a second
+    progress.evaluation(100, [0.9], steps_per_second=2.0)
+    first, last = capsys.readouterr().err.strip().splitlines()
+    assert first.startswith("GRPO digits: round 40/100  2.0 rounds/s  eta 30s  held-out reward")
+    assert "eta" not in last  # the budget is spent

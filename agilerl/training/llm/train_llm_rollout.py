@@ -47,6 +47,9 @@ from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.results import LoopResult, mean_metrics
 from agilerl.training.run_context import RunContext
 
+NO_SIGNAL_ROUNDS = 5
+"""Rounds in a row without reward variance in any group before the run says so."""
+
 
 def evaluate_agent(
     agent: Any, env: RolloutEnv, rows: list[dict[str, Any]], *, greedy: bool = True
@@ -116,6 +119,8 @@ class RolloutMembers(LLMMembers):
         self.served: dict[int, dict[str, Any]] = {}
         """Slot -> the adapter a resumed member is served (see :meth:`state_dict`)."""
         self.rewards = CsvTable(run_dir / "rewards.csv") if run_dir is not None else None
+        self.flat_rounds: dict[int, int] = {}
+        """Slot -> rounds in a row whose groups all scored alike (see :meth:`watch_signal`)."""
 
     def forget_rounds_after(self, population: list[Any]) -> None:
         """Drop ``rewards.csv`` rows of rounds past each member's checkpointed count."""
@@ -154,6 +159,7 @@ class RolloutMembers(LLMMembers):
             if self.asynchronous and round_ + 1 < until:
                 ahead = _Ahead.settle(self, slot, agent, round_ + 1).start()
             record = self.learn(agent, samples, version, rolled - started)
+            self.watch_signal(slot, agent, record, loop)
             stats.append(record)
             loop.advance(1)
             if self.rewards is not None:
@@ -168,6 +174,26 @@ class RolloutMembers(LLMMembers):
             self.await_round(slot, ahead)  # finished, so a checkpoint now carries it
             self.pending[slot] = ahead
         return {f"train_{k}": v for k, v in mean_metrics(stats).items()}
+
+    def watch_signal(
+        self, slot: int, agent: Any, record: dict[str, float], loop: PopulationLoop
+    ) -> None:
+        """Warn (once per member) after :data:`NO_SIGNAL_ROUNDS` rounds in a row in which
+        every group's completions scored alike: their advantages are all zero, so nothing
+        is learnt."""
+        if record.get("frac_reward_zero_std", 0.0) < 1.0:
+            self.flat_rounds[slot] = 0
+            return
+        self.flat_rounds[slot] = self.flat_rounds.get(slot, 0) + 1
+        if self.flat_rounds[slot] == NO_SIGNAL_ROUNDS and loop.run.progress is not None:
+            loop.run.progress.notice(
+                f"agent {agent.index}: for {NO_SIGNAL_ROUNDS} rounds every group's completions "
+                f"scored the same (reward {record.get('reward', float('nan')):.3g}, "
+                "frac_reward_zero_std 1.0), so no update learns anything. Give the reward "
+                "partial credit, raise algorithm.group_size or algorithm.temperature, or start "
+                "from a model that solves some prompts (experiment=grpo_digits learns from "
+                "scratch)"
+            )
 
     def await_round(self, slot: int, ahead: _Ahead) -> tuple[list[Sample], int]:
         """``ahead``'s samples; if its engine failed, the round is kept as owed (a resumed
