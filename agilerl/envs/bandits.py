@@ -130,18 +130,70 @@ class BanditEnv:
 
 
 def _read_table(path: str | Path, field: str) -> np.ndarray:
+    """A CSV (with a header row) or Parquet table as an array.
+
+    Raises:
+        ConfigError: Naming ``environment.<field>`` and the file for a missing, empty,
+            unreadable or headerless table.
+    """
     import pandas as pd
 
     path = Path(path)
+    where = f"environment.{field}: {path}"
     if not path.is_file():
-        raise ConfigError(f"environment.{field}: {path} does not exist")
-    if path.suffix == ".parquet":
-        frame = pd.read_parquet(path)
-    elif path.suffix in (".csv", ".txt"):
-        frame = pd.read_csv(path)
-    else:
-        raise ConfigError(f"environment.{field}: {path} must be a .csv or .parquet file")
+        raise ConfigError(f"{where} does not exist")
+    try:
+        if path.suffix == ".parquet":
+            frame = pd.read_parquet(path)
+        elif path.suffix in (".csv", ".txt"):
+            frame = pd.read_csv(path)
+        else:
+            raise ConfigError(f"{where} must be a .csv or .parquet file")
+    except ConfigError:
+        raise
+    except pd.errors.EmptyDataError:
+        raise ConfigError(f"{where} is empty; write a header row and one row per context") from None
+    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        raise ConfigError(f"{where} cannot be read as a table: {exc}") from None
+    if path.suffix != ".parquet" and all(_is_number(str(c)) for c in frame.columns):
+        raise ConfigError(
+            f"{where}: the first row ({', '.join(map(str, frame.columns[:4]))}"
+            f"{', ...' if len(frame.columns) > 4 else ''}) is data, not a header: add a header "
+            "row of column names (the first row is always read as one, never guessed)"
+        )
+    if frame.empty:
+        raise ConfigError(f"{where} has a header but no rows")
     return frame.to_numpy()
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_values(x: np.ndarray, y: np.ndarray, features: Any, targets: Any) -> None:
+    """Finite features, and whole-number class labels (one arm per class)."""
+    bad = np.argwhere(~np.isfinite(x))
+    if len(bad):
+        row, column = (int(i) for i in bad[0])
+        raise ConfigError(
+            f"environment.features: {features}: data row {row + 1}, column {column + 1} is "
+            f"{x[row, column]} ({len(bad)} non-finite values in all); fill or drop those rows"
+        )
+    try:
+        labels = y.astype(np.float64)
+    except (TypeError, ValueError):
+        return  # string class names: each distinct name is an arm
+    bad_labels = np.flatnonzero(~np.isfinite(labels) | (labels != np.round(labels)))
+    if len(bad_labels):
+        row = int(bad_labels[0])
+        raise ConfigError(
+            f"environment.targets: {targets}: data row {row + 1} holds {y[row]}, not a class "
+            f"label ({len(bad_labels)} such rows); targets are whole-number classes or names"
+        )
 
 
 def load_table(
@@ -178,7 +230,9 @@ def load_table(
         raise ConfigError(f"environment.features: {features} has non-numeric columns") from None
     if len(x) != len(y):
         raise ConfigError(f"environment: {features} has {len(x)} rows but {targets} has {len(y)}")
-    return x, y.reshape(-1)
+    y = y.reshape(-1)
+    _check_values(x, y, features, targets)
+    return x, y
 
 
 def make_bandit_env(env_spec: Any, seed: int | None = None) -> BanditEnv:

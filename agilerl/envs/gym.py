@@ -100,10 +100,17 @@ def _wrapper_class(name: str) -> Any:
     return getattr(gym.wrappers, name)
 
 
+FRAME_WRAPPERS = ("RecordVideo", "HumanRendering", "RenderCollection")
+"""Gymnasium wrappers that read rendered frames: the env needs an image ``render_mode``."""
+
+
 def _wrap(env: gym.Env, spec: GymEnvSpec) -> gym.Env:
-    for wrapper in spec.env_wrappers or []:
+    for index, wrapper in enumerate(spec.env_wrappers or []):
         name, kwargs = (wrapper, {}) if isinstance(wrapper, str) else wrapper
-        env = _wrapper_class(name)(env, **kwargs)
+        try:
+            env = _wrapper_class(name)(env, **kwargs)
+        except (TypeError, ValueError, gym.error.Error) as exc:
+            raise ConfigError(f"environment.env_wrappers[{index}]: {name}: {exc}") from None
     return env
 
 
@@ -130,6 +137,13 @@ def check_wrappers(spec: GymEnvSpec) -> None:
             raise ConfigError(f"{where}: {name!r} is not a gymnasium wrapper{hint}")
         if not isinstance(kwargs, dict):
             raise ConfigError(f"{where}: the arguments of {name} must be a mapping")
+        render_mode = (spec.env_config or {}).get("render_mode")
+        if name in FRAME_WRAPPERS and render_mode not in ("rgb_array", "rgb_array_list"):
+            raise ConfigError(
+                f"{where}: {name} records rendered frames, but the env's render_mode is "
+                f"{render_mode!r}: set environment.env_config.render_mode=rgb_array, or "
+                "record a trained agent with agilerl evaluate RUN --video out.mp4"
+            )
         signature = inspect.signature(getattr(gym.wrappers, name))
         try:
             signature.bind(None, **kwargs)

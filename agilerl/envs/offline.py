@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import warnings
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,18 +214,30 @@ def load_minari(dataset_id: str, *, remote: bool = False) -> OfflineDataset:
 
 def _read_mdp_arrays(path: Path) -> dict[str, np.ndarray]:
     """The MDP arrays of a file :func:`check_mdp_path` accepted (HDF5, else ``.npz``)."""
-    if path.suffix in HDF5_SUFFIXES:
-        import h5py
+    try:
+        if path.suffix in HDF5_SUFFIXES:
+            import h5py
 
-        with h5py.File(path, "r") as handle:
-            missing = [k for k in MDP_KEYS if k not in handle]
-            arrays = {k: handle[k][()] for k in MDP_KEYS if k in handle}
-            env_id = handle.attrs.get("env_id")
-    else:
-        with np.load(path, allow_pickle=False) as handle:
-            missing = [k for k in MDP_KEYS if k not in handle.files]
-            arrays = {k: handle[k] for k in MDP_KEYS if k in handle.files}
-            env_id = handle["env_id"].item() if "env_id" in handle.files else None
+            with h5py.File(path, "r") as handle:
+                missing = [k for k in MDP_KEYS if k not in handle]
+                arrays = {k: np.asarray(handle[k][()]) for k in MDP_KEYS if k in handle}
+                env_id = handle.attrs.get("env_id")
+        else:
+            with np.load(path, allow_pickle=False) as handle:
+                missing = [k for k in MDP_KEYS if k not in handle.files]
+                arrays = {k: handle[k] for k in MDP_KEYS if k in handle.files}
+                env_id = handle["env_id"].item() if "env_id" in handle.files else None
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+        kind = "HDF5" if path.suffix in HDF5_SUFFIXES else "npz"
+        raise ConfigError(
+            f"environment.dataset_path: {path} is not a readable {kind} file ({exc}); "
+            "record it again with python scripts/make_offline_dataset.py"
+        ) from None
+    bad = [k for k, v in arrays.items() if v.dtype == object or v.dtype.kind in "USV"]
+    if bad:
+        raise ConfigError(
+            f"environment.dataset_path: {path}: {', '.join(bad)} must be numeric arrays"
+        )
     if missing:
         raise ConfigError(
             f"environment.dataset_path: {path} lacks {', '.join(missing)} "
@@ -312,8 +325,33 @@ def load_offline_dataset(
             "dataset_path (an HDF5/.npz file)"
         )
     if minari_dataset_id is not None:
-        return load_minari(minari_dataset_id, remote=remote)
-    return load_mdp_file(dataset_path)  # type: ignore[arg-type]
+        field, dataset = "minari_dataset_id", load_minari(minari_dataset_id, remote=remote)
+    else:
+        field, dataset = "dataset_path", load_mdp_file(dataset_path)  # type: ignore[arg-type]
+    check_finite(dataset, field)
+    return dataset
+
+
+def check_finite(dataset: OfflineDataset, field: str) -> None:
+    """Refuse NaN or infinite observations, rewards or (continuous) actions when read.
+
+    Raises:
+        ConfigError: Naming ``environment.<field>``, the source, the array and the first
+            transition holding a non-finite value.
+    """
+    for name in ("obs", "reward", "action", "next_obs"):
+        values = getattr(dataset, name)
+        if not np.issubdtype(values.dtype, np.floating):
+            continue
+        bad = ~np.isfinite(values.reshape(len(values), -1)).all(axis=1)
+        if bad.any():
+            first = int(np.flatnonzero(bad)[0])
+            label = {"obs": "observation", "next_obs": "next observation"}.get(name, name)
+            raise ConfigError(
+                f"environment.{field}: {dataset.source}: transition {first} has a non-finite "
+                f"{label} ({int(bad.sum())} such transitions); fill or drop them before "
+                "training (a NaN in the data would otherwise surface as a diverged run)"
+            )
 
 
 def check_dataset(

@@ -80,3 +80,42 @@ def test_table_mistakes_are_config_errors(tmp_path) -> None:
         load_table(features=tmp_path / "x.csv", targets=tmp_path / "y.csv")
     with pytest.raises(ConfigError, match="one class"):
         BanditEnv(np.ones((3, 2)), [1, 1, 1])
+
+
+def test_a_table_without_a_header_row_is_refused_not_shortened(tmp_path) -> None:
+    """A CSV whose first row is data used to lose that row to pandas' header (149 of 150)."""
+    (tmp_path / "x.csv").write_text("5.1,3.5\n4.9,3.0\n4.7,3.2\n")
+    (tmp_path / "y.csv").write_text("label\n0\n1\n0\n")
+    with pytest.raises(ConfigError, match=r"x.csv: the first row \(5.1, 3.5\) is data"):
+        load_table(features=tmp_path / "x.csv", targets=tmp_path / "y.csv")
+    (tmp_path / "x.csv").write_text("a,b\n5.1,3.5\n4.9,3.0\n4.7,3.2\n")
+    x, y = load_table(features=tmp_path / "x.csv", targets=tmp_path / "y.csv")
+    assert len(x) == len(y) == 3
+
+
+@pytest.mark.parametrize(
+    ("features", "targets", "message"),
+    [
+        ("", "label\n0\n", r"x.csv is empty"),
+        ("a,b\n", "label\n", r"x.csv has a header but no rows"),
+        ("a,b\n1,nan\n2,3\n", "label\n0\n1\n", r"data row 1, column 2 is nan"),
+        ("a,b\n1,inf\n2,3\n", "label\n0\n1\n", r"data row 1, column 2 is inf"),
+        ("a,b\n1,2\n2,3\n", "label\n0\n\n", r"x.csv has 2 rows but .*y.csv has 1"),
+        ("a,b\n1,2\n2,3\n", "label\n0\n0.5\n", r"data row 2 holds 0.5, not a class label"),
+        ("a,b\n1,x\n2,3\n", "label\n0\n1\n", r"non-numeric columns"),
+    ],
+)
+def test_malformed_tables_are_config_errors_naming_the_file(
+    tmp_path, features: str, targets: str, message: str
+) -> None:
+    (tmp_path / "x.csv").write_text(features)
+    (tmp_path / "y.csv").write_text(targets)
+    with pytest.raises(ConfigError, match=message):
+        load_table(features=tmp_path / "x.csv", targets=tmp_path / "y.csv")
+
+
+def test_a_corrupt_parquet_file_is_a_config_error(tmp_path) -> None:
+    (tmp_path / "x.parquet").write_bytes(b"PAR1 not really parquet")
+    pd.DataFrame({"y": [0]}).to_parquet(tmp_path / "y.parquet")
+    with pytest.raises(ConfigError, match=r"x.parquet cannot be read as a table"):
+        load_table(features=tmp_path / "x.parquet", targets=tmp_path / "y.parquet")

@@ -160,3 +160,27 @@ def test_script_writes_the_file_the_conf_reads(tmp_path, monkeypatch, capsys) ->
     assert "300 transitions" in capsys.readouterr().out
     assert main(["--policy", "scripted", "--env", "Acrobot-v1", "--steps", "10"]) == 2
     assert "scripted only knows CartPole" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("suffix", [".h5", ".npz"])
+@pytest.mark.parametrize("how", ["truncated", "garbage", "empty"])
+def test_a_corrupt_dataset_file_is_a_config_error(tmp_path, episodes, suffix, how) -> None:
+    path = write_mdp_file(tmp_path / f"data{suffix}", episodes[:3], env_id="CartPole-v1")
+    data = path.read_bytes()
+    path.write_bytes({"truncated": data[: len(data) // 2], "garbage": b"\x00junk" * 50,
+                      "empty": b""}[how])  # fmt: skip
+    with pytest.raises(ConfigError, match=rf"dataset_path: .*data{suffix} is not a readable"):
+        load_offline_dataset(dataset_path=str(path))
+
+
+@pytest.mark.parametrize(("key", "label"), [("rewards", "reward"), ("observations", "obs")])
+def test_non_finite_values_are_refused_when_the_dataset_is_read(
+    tmp_path, episodes, key: str, label: str
+) -> None:
+    path = write_mdp_file(tmp_path / "data.npz", episodes[:3], env_id="CartPole-v1")
+    with np.load(path) as handle:
+        arrays = {k: handle[k].copy() for k in handle.files}
+    arrays[key][5] = np.nan
+    np.savez(path, **arrays)
+    with pytest.raises(ConfigError, match=r"transition 5 has a non-finite (reward|observation)"):
+        load_offline_dataset(dataset_path=str(path))

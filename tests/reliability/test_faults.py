@@ -161,3 +161,14 @@ def test_case_28_wrappers_are_validated_before_the_run(tmp_path: Path) -> None:
     }
     LocalTrainer(TINY_PPO, good, TINY, run_dir=tmp_path / "run", verbose=False).train()
     assert (tmp_path / "run" / "summary.json").is_file()
+
+
+def test_video_recording_without_a_render_mode_is_refused_before_the_run(tmp_path: Path) -> None:
+    video = write_manifest(
+        tmp_path / "video.yaml",
+        {"name": "CartPole-v1", "wrappers": [["RecordVideo", {"video_folder": "videos"}]]},
+    )
+    refused = train(f"manifest={video}", "dry_run=true")
+    assert refused.returncode == 2 and no_traceback(refused)
+    assert "RecordVideo records rendered frames" in refused.stderr
+    assert "environment.env_config.render_mode=rgb_array" in refused.stderr
