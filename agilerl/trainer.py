@@ -322,6 +322,8 @@ class LocalTrainer:
             run_dir.write_manifest(self.manifest.to_dict())
 
         envs = self.strategy.make_envs(self.manifest, seed=self.seed)
+        report = getattr(envs.env, "data_report", None)
+        self.data_report: dict[str, int] | None = report() if callable(report) else None
         try:
             population = self.strategy.build_population(
                 self.spec,
@@ -363,6 +365,13 @@ class LocalTrainer:
             unit=self.strategy.step_unit,
             fitness_name=self.strategy.fitness_name,
         )
+        left_out = self.data_report or {}
+        if left_out.get("dropped_too_long") or left_out.get("truncated_to_fit"):
+            context.progress.notice(
+                f"{left_out.get('dropped_too_long', 0)} rows left out and "
+                f"{left_out.get('truncated_to_fit', 0)} cut to fit "
+                f"network.max_context_length (summary.json 'data'); raise it to keep them"
+            )
         if training.hpo:
             tournament, mutation = self._evolution_operators(resume_state)
             kwargs.update(tournament=tournament, mutation=mutation)
@@ -450,6 +459,7 @@ class LocalTrainer:
             "pop_size": self.manifest.training.pop_size,
             "seed": self.seed,
             "status": result.status,
+            "data": getattr(self, "data_report", None),
             "checkpoint": str(latest) if latest else None,
             "run_dir": str(run_dir.path),
             "host": {

@@ -62,6 +62,15 @@ class LLMDatasetEnv:
         """Rows truncated (or dropped) to fit ``max_model_len``, both splits."""
         return self.train.truncated + self.test.truncated + self.train.dropped + self.test.dropped
 
+    def data_report(self) -> dict[str, int]:
+        """What was read and what was cut or left out to fit, for ``summary.json``."""
+        return {
+            "train_rows": len(self.train.rows),
+            "test_rows": len(self.test.rows),
+            "dropped_too_long": self.train.dropped + self.test.dropped,
+            "truncated_to_fit": self.train.truncated + self.test.truncated,
+        }
+
     def order(self, epoch: int, seed: int) -> list[int]:
         """The shuffled order of training rows in ``epoch`` (a pure function of seed, epoch)."""
         gen = torch.Generator().manual_seed(seed * 100_003 + epoch)
@@ -86,11 +95,21 @@ class LLMDatasetEnv:
         return {"input_ids": ids, "attention_mask": attn, "loss_mask": loss}
 
 
+MAX_ROW_BYTES = 1 << 20
+"""Longest JSONL line (one row) read: a row past it is refused, naming its line."""
+MAX_ROWS = 10_000_000
+"""Most rows one dataset file may hold."""
+
+
 def read_rows(path: str | Path, field_name: str = "environment.dataset") -> list[dict[str, Any]]:
-    """Rows of a local JSONL/JSON/CSV/Parquet file, read with ``datasets``.
+    """Rows of a local JSONL/JSON/CSV/Parquet file.
+
+    JSONL is read line by line here, each line at most :data:`MAX_ROW_BYTES` and a JSON
+    object; the other formats go through ``datasets``. Every malformed file is a
+    :class:`ConfigError` naming ``field_name``, the file and, for JSONL, the line.
 
     Raises:
-        ConfigError: Naming ``field_name``, if the file is missing or of an unknown type.
+        ConfigError: For a missing, empty, unreadable or malformed file.
     """
     path = Path(path)
     fmt = _FORMATS.get(path.suffix.lower())
@@ -98,9 +117,60 @@ def read_rows(path: str | Path, field_name: str = "environment.dataset") -> list
         raise ConfigError([Problem(field_name, f"{path} is not .jsonl, .json, .csv or .parquet")])
     if not path.is_file():
         raise ConfigError([Problem(field_name, f"{path} does not exist; check the path")])
+    if path.suffix.lower() == ".jsonl":
+        rows = _read_jsonl(path, field_name)
+    else:
+        rows = _read_with_datasets(path, fmt, field_name)
+    if not rows:
+        raise ConfigError([Problem(field_name, f"{path} holds no rows")])
+    return rows
+
+
+def _read_jsonl(path: Path, field_name: str) -> list[dict[str, Any]]:
+    import json
+
+    rows = []
+    with path.open("rb") as handle:
+        for number, line in enumerate(iter(lambda: handle.readline(MAX_ROW_BYTES + 1), b""), 1):
+            where = f"{path}, line {number}"
+            if len(line) > MAX_ROW_BYTES and not line.endswith(b"\n"):
+                raise ConfigError(
+                    [Problem(field_name, f"{where} is longer than {MAX_ROW_BYTES:,} bytes "
+                             "(rows are capped at 1 MiB); split or shorten it")]
+                )  # fmt: skip
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line.decode("utf-8"))
+            except UnicodeDecodeError:
+                raise ConfigError([Problem(field_name, f"{where} is not UTF-8 text")]) from None
+            except json.JSONDecodeError as exc:
+                raise ConfigError(
+                    [Problem(field_name, f"{where} is not JSON ({exc.msg} at column {exc.colno})")]
+                ) from None
+            if not isinstance(row, dict):
+                raise ConfigError(
+                    [Problem(field_name, f"{where} is a {type(row).__name__}, not an object")]
+                )
+            rows.append(row)
+            if len(rows) > MAX_ROWS:
+                raise ConfigError([Problem(field_name, f"{path} has over {MAX_ROWS:,} rows")])
+    return rows
+
+
+def _read_with_datasets(path: Path, fmt: str, field_name: str) -> list[dict[str, Any]]:
+    import datasets
     from datasets import load_dataset
 
-    data = load_dataset(fmt, data_files=str(path), split="train")
+    datasets.disable_progress_bars()  # a bar per split of a local file is noise in a run
+    datasets.logging.set_verbosity_error()
+    try:
+        data = load_dataset(fmt, data_files=str(path), split="train")
+    except Exception as exc:  # datasets raises many kinds for a malformed file
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(
+            [Problem(field_name, f"{path} cannot be read as {path.suffix[1:]}: {detail}")]
+        ) from None
     return data.to_list()
 
 

@@ -146,9 +146,53 @@ def numeric_reward(
     return float(math.isclose(float(found[-1]), float(row[answer_column]), abs_tol=tolerance))
 
 
+PATTERN_SECONDS = 0.25
+"""Longest one regex reward may search one completion (a data-given pattern is bounded)."""
+PATTERN_LENGTH = 1000
+"""Longest regex pattern a reward may be given."""
+
+
 def format_reward(completion: str, row: dict[str, Any], *, pattern: str = _ANSWER_TAG.pattern):
-    """1.0 if ``pattern`` (a regular expression) occurs in the completion."""
-    return float(re.search(pattern, completion, re.DOTALL) is not None)
+    """1.0 if ``pattern`` (a regular expression) occurs in the completion.
+
+    The search runs in the ``regex`` engine with a time limit: a pattern that backtracks
+    catastrophically stops the run with a config error instead of hanging it (a C-level
+    ``re`` search cannot be interrupted, not even by the stop signal that checkpoints).
+
+    Raises:
+        ConfigError: If one search takes longer than :data:`PATTERN_SECONDS`.
+    """
+    import regex
+
+    try:
+        found = regex.search(pattern, completion, regex.DOTALL, timeout=PATTERN_SECONDS)
+    except TimeoutError:
+        raise ConfigError(
+            [
+                Problem(
+                    "environment.reward_config.pattern",
+                    f"{pattern!r} searched one {len(completion):,}-character completion for "
+                    f"over {PATTERN_SECONDS} s: nested repeats such as (a+)+ backtrack "
+                    "without end; write it without them",
+                )
+            ]
+        ) from None
+    return float(found is not None)
+
+
+def _check_pattern(pattern: Any, field: str) -> None:
+    """A regex reward's pattern: a string that compiles, of bounded length."""
+    import regex
+
+    if not isinstance(pattern, str) or len(pattern) > PATTERN_LENGTH:
+        raise ConfigError(
+            [Problem(field, f"pattern must be a string of at most {PATTERN_LENGTH} characters")]
+        )
+    try:
+        regex.compile(pattern)
+    except regex.error as exc:
+        problem = Problem(field, f"{pattern!r} is not a regular expression: {exc}")
+        raise ConfigError([problem]) from None
 
 
 def digit_fraction_reward(completion: str, row: dict[str, Any]) -> float:
@@ -209,6 +253,8 @@ def resolve_reward(
         )
     if not config:
         return fn
+    if fn is format_reward and "pattern" in config:
+        _check_pattern(config["pattern"], f"{field}_config.pattern")
     try:
         inspect.signature(fn).bind("", {}, **config)
     except TypeError as exc:

@@ -102,6 +102,16 @@ class RolloutEnv:
     max_reward: float = 1.0
     name: str = "rollout"
     raw: dict[str, Any] = field(default_factory=dict)
+    dropped: int = 0
+    """Training prompts left out because they fill ``max_model_len`` on their own."""
+
+    def data_report(self) -> dict[str, int]:
+        """What was read and what was left out, for ``summary.json``."""
+        return {
+            "train_rows": len(self.train),
+            "test_rows": len(self.test),
+            "dropped_too_long": self.dropped,
+        }
 
     def order(self, epoch: int, seed: int) -> list[int]:
         """The shuffled order of training rows in ``epoch`` (a pure function of seed, epoch)."""
@@ -201,6 +211,7 @@ def load_rollout_env(
         raise ConfigError(
             [Problem("network.max_context_length", "every training prompt is too long")]
         )
+    env.dropped = len(env.train) - len(fits)
     env.train = fits
     return env
 

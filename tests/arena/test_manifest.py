@@ -418,3 +418,35 @@ def test_multi_agent_activation_mutation_is_refused() -> None:
         TrainingManifest.from_dict(data)
     data["mutation"]["probabilities"] = {"arch_mut": 0.3, "params_mut": 0.2}
     TrainingManifest.from_dict(data)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("Make {target:>99999999}", r"pads or rounds to more than 200 characters"),
+        ("Make {0}", r"\{0\} is not a column name"),
+        ("Make {row.__class__}", r"\{row.__class__\} is not a column name"),
+        ("Make {target[0]}", r"is not a column name"),
+        ("Make {target", r"expected '\}' before end of string"),
+    ],
+)
+def test_a_prompt_template_only_places_column_values(text: str, message: str) -> None:
+    """A template is data: it may not expand to gigabytes or reach into objects."""
+
+    def manifest(template: str) -> dict:
+        env = {
+            "env_type": "rollout",
+            "dataset": "data/countdown.jsonl",
+            "reward": "countdown",
+            "prompt_template": {"user_0": template},
+        }
+        return {
+            "algorithm": {"name": "GRPO", "group_size": 2},
+            "environment": env,
+            "network": {"pretrained_model_name_or_path": "tiny"},
+        }
+
+    with pytest.raises(ConfigError, match=message) as error:
+        TrainingManifest.from_dict(manifest(text))
+    assert "environment.prompt_template" in str(error.value)
+    TrainingManifest.from_dict(manifest("Using {nums}, make {target:>4}; {{literal}}"))

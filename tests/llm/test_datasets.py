@@ -113,3 +113,33 @@ def test_prompt_template_builds_the_turns(make_env, tokenizer) -> None:
         make_env("sft", prompt_template={"user": "{prompt}"})
     with pytest.raises(ConfigError, match="no column 'question'"):
         make_env("sft", prompt_template={"user_0": "{question}"})
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"prompt": "a"}\n{"prompt": b}\n', r"line 2 is not JSON"),
+        (b"\xff\xfe\x00garbage\n", r"line 1 is not UTF-8 text"),
+        (b"", r"holds no rows"),
+        (b"\n\n", r"holds no rows"),
+        (b"[1, 2]\n", r"line 1 is a list, not an object"),
+        (b'{"prompt": "' + b"x" * (2 << 20) + b'"}\n', r"line 1 is longer than 1,048,576 bytes"),
+    ],
+)
+def test_a_malformed_jsonl_file_names_the_line(tmp_path, content: bytes, message: str) -> None:
+    from agilerl.llm.datasets import read_rows
+
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=rf"environment.dataset: .*rows.jsonl.*{message}"):
+        read_rows(path)
+
+
+@pytest.mark.parametrize(("suffix", "content"), [(".parquet", b"PAR1 junk"), (".csv", b"")])
+def test_a_corrupt_table_file_is_a_config_error(tmp_path, suffix: str, content: bytes) -> None:
+    from agilerl.llm.datasets import read_rows
+
+    path = tmp_path / f"rows{suffix}"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=rf"environment.dataset: .*rows\{suffix}"):
+        read_rows(path)

@@ -213,3 +213,34 @@ def test_rounds_without_reward_variance_are_reported(
     err = capsys.readouterr().err
     assert f"for {NO_SIGNAL_ROUNDS} rounds every group's completions scored the same" in err
     assert "algorithm.group_size" in err
+
+
+def test_rows_cut_to_fit_the_context_are_counted_in_the_summary(
+    compose, tmp_path: Path, tiny_model_dir: Path, monkeypatch, capsys
+) -> None:
+    import json
+
+    from agilerl.launch.compose import build_manifest
+
+    monkeypatch.chdir(REPO)
+
+    def run(context: int) -> dict:
+        manifest, _ = build_manifest(
+            compose(
+                "experiment=sft_chat",
+                "training=smoke",
+                f"network.pretrained_model_name_or_path={tiny_model_dir}",
+                f"network.max_context_length={context}",
+            )
+        )
+        LocalTrainer.from_manifest(manifest, run_dir=tmp_path / str(context)).train()
+        return json.loads((tmp_path / str(context) / "summary.json").read_text())["data"]
+
+    assert run(512) == {"train_rows": 270, "test_rows": 30, "dropped_too_long": 0,
+                        "truncated_to_fit": 0}  # fmt: skip
+    assert "cut to fit" not in capsys.readouterr().err
+    tight = run(24)
+    assert tight["truncated_to_fit"] > 0 and tight["train_rows"] + tight["test_rows"] == 300
+    assert f"{tight['truncated_to_fit']} cut to fit network.max_context_length" in (
+        capsys.readouterr().err
+    )

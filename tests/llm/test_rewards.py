@@ -90,3 +90,21 @@ def test_user_rewards_need_trust_code() -> None:
     assert fn("1", {}) == 1.0
     with pytest.raises(ConfigError, match="cannot import"):
         resolve_reward("agilerl.llm.rewards:nope", trust_code=True)
+
+
+@pytest.mark.timeout(60)  # a hang is the failure: the old `re` search never returned
+@pytest.mark.parametrize("pattern", [r"(x+x+)+y", r"(a|aa)+$"])
+def test_a_backtracking_pattern_stops_with_a_config_error(pattern: str) -> None:
+    reward = resolve_reward("regex", {"pattern": pattern})
+    with pytest.raises(ConfigError, match=r"reward_config.pattern: .*nested repeats"):
+        reward("x" * 5000 + "a" * 5000 + "b", {})
+    assert resolve_reward("regex", {"pattern": r"<answer>\d+</answer>"})("<answer>7</answer>", {})
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [("(unclosed", "is not a regular expression"), ("a" * 5000, "at most 1000 characters")],
+)
+def test_a_bad_pattern_is_refused_when_the_reward_is_resolved(pattern: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        resolve_reward("regex", {"pattern": pattern})

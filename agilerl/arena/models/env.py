@@ -11,7 +11,7 @@ import re
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from agilerl.arena.models.base import StrictModel
 
@@ -196,6 +196,16 @@ class LLMEnvSpec(EnvSpecBase):
         """A label for logs: the dataset, else the entrypoint."""
         return self.dataset or self.dataset_path or self.hf_dataset_id or self.entrypoint or "llm"
 
+    @field_validator("prompt_template")
+    @classmethod
+    def _bounded_template(cls, template: dict[str, str] | None) -> dict[str, str] | None:
+        """Each turn may only name dataset columns, with a short format spec: a template
+        is data, so it must not reach into objects (``{row.__class__}``), index by position
+        (``{0}``) or expand to gigabytes (``{target:>99999999}``)."""
+        for key, text in (template or {}).items():
+            check_template_text(key, text)
+        return template
+
     @model_validator(mode="after")
     def _sources(self) -> LLMEnvSpec:
         datasets = [x for x in (self.dataset, self.dataset_path, self.hf_dataset_id) if x]
@@ -235,3 +245,40 @@ ENV_SPECS: dict[str, type[EnvSpecBase]] = {
     "dataset": LLMEnvSpec,
 }
 """``env_type`` -> spec class."""
+
+
+TEMPLATE_SPEC_LIMIT = 16
+"""Longest format spec (``:>8``, ``.2f``) a prompt template may give a column."""
+TEMPLATE_WIDTH_LIMIT = 200
+"""Widest padding or precision a prompt template may ask for (characters)."""
+_COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WIDTHS = re.compile(r"\d+")
+
+
+def check_template_text(key: str, text: str) -> None:
+    """Refuse a template turn that could do more than put column values into text.
+
+    Raises:
+        ValueError: Naming the turn and the replacement field at fault.
+    """
+    import string
+
+    try:
+        fields = list(string.Formatter().parse(text))
+    except ValueError as exc:
+        raise ValueError(f"{key}: {exc} (write a literal brace as {{{{ or }}}})") from None
+    for _, name, spec, _ in fields:
+        if name is None:
+            continue
+        if not _COLUMN.fullmatch(name):
+            raise ValueError(
+                f"{key}: {{{name}}} is not a column name; a template names "
+                "dataset columns ({question}), not positions ({0}) or attributes ({row.x})"
+            )
+        if spec and ("{" in spec or len(spec) > TEMPLATE_SPEC_LIMIT):
+            raise ValueError(f"{key}: the format spec of {{{name}}} is too long")
+        if spec and any(int(n) > TEMPLATE_WIDTH_LIMIT for n in _WIDTHS.findall(spec)):
+            raise ValueError(
+                f"{key}: {{{name}:{spec}}} pads or rounds to more than "
+                f"{TEMPLATE_WIDTH_LIMIT} characters"
+            )
