@@ -22,7 +22,7 @@ def _validate(files: Sequence[str], quiet: bool, trust_code: bool = False) -> in
         try:
             manifest = TrainingManifest.from_file(path)
             fields = preflight(manifest, trust_code=True, source=path)
-            if not fields or trust_code:  # as a dry run: the env id, spaces vs network
+            if not fields:  # as a dry run (never importing code of the manifest)
                 check_environment(manifest)
         except ConfigError as error:
             failed += 1

@@ -153,6 +153,7 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
+    refuse_interpolation(data)
     conf = OmegaConf.create(data)
     parser = OverridesParser.create()
     for text in overrides:
@@ -180,6 +181,30 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
     result = OmegaConf.to_container(conf, resolve=True)
     assert isinstance(result, dict)
     return result
+
+
+def refuse_interpolation(node: Any, path: str = "") -> None:
+    """Refuse ``${...}`` in a manifest file's values: resolving it could read environment
+    variables (``${oc.env:TOKEN}``) or other keys into the run directory and the loggers.
+
+    Interpolations stay available where the user types them: command-line overrides.
+
+    Raises:
+        ConfigError: Naming the key holding the interpolation.
+    """
+    if isinstance(node, dict):
+        for key, value in node.items():
+            refuse_interpolation(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            refuse_interpolation(value, f"{path}[{index}]")
+    elif isinstance(node, str) and "${" in node:
+        raise ConfigError(
+            f"{path}: {node!r} is an interpolation; a manifest file holds values (resolving "
+            "it could read environment variables into the run): write the value, or pass it "
+            f"on the command line ({path}=...)",
+            "manifest",
+        )
 
 
 def resumed_manifest_file(run_dir: Path) -> Path:

@@ -31,7 +31,7 @@ def _compatible(algorithm: str, env: str) -> bool:
         return False
     if spec_cls.objective and env_conf.get("objective") != spec_cls.objective:
         return False
-    kind = ACTION_SPACE_KINDS.get(env_conf.get("name", ""))
+    kind = ACTION_SPACE_KINDS.get(env_conf.get("name") or "CartPole-v1")  # custom: see below
     return kind is None or kind in spec_cls.action_space_kinds
 
 
@@ -68,7 +68,10 @@ def test_pair_composes_and_validates(compose, algorithm: str, env: str) -> None:
     network = "llm_lora" if issubclass(spec_cls, LLMAlgorithmSpec) else "mlp"
     if spec_cls.model_fields.get("recurrent") and spec_cls.model_fields["recurrent"].default:
         network = "lstm"  # a recurrent policy's encoder
-    cfg = compose(f"algorithm={algorithm}", f"env={env}", f"network={network}")
+    # env=custom is completed by the user's environment.name (here a gymnasium id)
+    named = ("environment.name=CartPole-v1",) if _yaml(CONF / "env" / f"{env}.yaml").get(
+        "name", "") is None else ()  # fmt: skip
+    cfg = compose(f"algorithm={algorithm}", f"env={env}", f"network={network}", *named)
     if _compatible(algorithm, env):
         manifest, _ = build_manifest(cfg)
         assert manifest.algorithm.name == _yaml(CONF / "algorithm" / f"{algorithm}.yaml")["name"]

@@ -85,3 +85,19 @@ def test_ordinary_manifests_still_load(tmp_path: Path) -> None:
     path = tmp_path / "ok.yaml"
     path.write_text("algorithm:\n  name: PPO\n  lr: 0.001\nenvironment: {name: CartPole-v1}\n")
     assert read_manifest_file(path)["algorithm"]["lr"] == 0.001
+
+
+def test_a_manifest_file_cannot_read_environment_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``${oc.env:...}`` in a file used to be resolved into the manifest the run wrote."""
+    leaky = tmp_path / "leaky.yaml"
+    leaky.write_text(
+        "algorithm: {name: PPO}\nenvironment: {name: CartPole-v1}\n"
+        "training: {name: '${oc.env:AGILERL_TEST_SECRET}', max_steps: 1000}\n"
+    )
+    monkeypatch.setenv("AGILERL_TEST_SECRET", "hunter2")  # the child inherits it
+    done = train(f"manifest={leaky}", "dry_run=true")
+    assert done.returncode == 2 and no_traceback(done)
+    assert "training.name: '${oc.env:AGILERL_TEST_SECRET}' is an interpolation" in done.stderr
+    assert "hunter2" not in done.stdout + done.stderr
