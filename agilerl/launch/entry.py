@@ -55,6 +55,15 @@ def prepare_argv(conf_dir: Path) -> None:
         args = normalise_overrides(sys.argv[1:], conf_dir)
     except ConfigError as error:
         fail(error)
+    if {"-m", "--multirun"} & set(args):
+        from agilerl.launch.ledger import check_sweep_dir
+
+        for arg in args:
+            if arg.lstrip("+").startswith("hydra.sweep.dir="):
+                try:
+                    check_sweep_dir(arg.split("=", 1)[1])
+                except ConfigError as error:
+                    fail(error)
     if any(a.replace("+", "") in ("dry_run=true", "dry_run=True") for a in args):
         args += [a for a in _QUIET_HYDRA if a.split("=")[0] not in {x.split("=")[0] for x in args}]
     sys.argv[1:] = args

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agilerl.arena.models.errors import ConfigError
+
 LEDGER_FILE = "ledger.jsonl"
 FINAL_STATES = ("completed", "target_reached", "time_limit")
 UNFINISHED_STATES = ("pending", "running", "interrupted", "failed")
@@ -170,3 +172,34 @@ def _reconcile_with_slurm(jobs: list[JobRecord]) -> None:
             job.error = f"SLURM state {state}"
         elif state == "RUNNING" and job.state == "pending":
             job.state = "running"
+
+
+SWEEP_ENTRIES = frozenset({"ledger.jsonl", "multirun.yaml", "optimization_results.yaml"})
+"""Files only a sweep of ours writes at the top of its directory."""
+
+
+def check_sweep_dir(path: str | Path) -> None:
+    """Refuse ``hydra.sweep.dir`` naming an existing folder that is not one of our sweeps.
+
+    An empty or new folder is used, and a sweep directory of ours (``ledger.jsonl``)
+    is resumed; anything else is the user's and is left untouched.
+
+    Raises:
+        ConfigError: Naming the folder and what it holds.
+    """
+    folder = Path(path)
+    if not folder.exists():
+        return
+    if not folder.is_dir():
+        raise ConfigError(f"hydra.sweep.dir={folder} is a file; choose a new sweep directory")
+    try:
+        entries = {entry.name for entry in folder.iterdir()}
+    except OSError as exc:
+        raise ConfigError(f"hydra.sweep.dir={folder} cannot be read ({exc.strerror})") from None
+    if not entries or entries & SWEEP_ENTRIES:
+        return
+    shown = ", ".join(sorted(entries)[:5])
+    raise ConfigError(
+        f"hydra.sweep.dir={folder} already exists and is not a sweep of agilerl (it holds "
+        f"{shown}); choose a new or empty folder: nothing in it was changed"
+    )

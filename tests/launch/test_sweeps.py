@@ -103,3 +103,13 @@ def test_optuna_sweeper_maximises_returned_fitness(tmp_path: Path) -> None:
     assert results["n_completed"] == 3
     best = max(r.best_fitness for r in jobs(sweep).values())
     assert results["best_value"] == best
+
+
+def test_a_sweep_into_a_folder_of_the_users_is_refused_and_changes_nothing(tmp_path) -> None:
+    folder = tmp_path / "thesis"
+    folder.mkdir()
+    (folder / "chapter1.tex").write_text("mine")
+    done = multirun(folder, "seed=0,1", "training=smoke")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "is not a sweep of agilerl (it holds chapter1.tex)" in done.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["chapter1.tex"]
