@@ -37,6 +37,7 @@ from agilerl.logging.run_end import render_run_end
 from agilerl.strategies import PopulationRuntime, select_strategy
 from agilerl.training import distributed_run
 from agilerl.training.checkpointing import CheckpointManager, ResumeState, set_rng_state
+from agilerl.training.input_fingerprints import check_inputs, record_inputs
 from agilerl.training.numerics import denormals_flushed
 from agilerl.training.population_loop import FINAL_STATUSES
 from agilerl.training.results import LoopResult
@@ -89,6 +90,8 @@ class LocalTrainer:
             (:func:`agilerl.training.numerics.denormals_flushed`): no value above
             ~1.2e-38 changes, and optimizer steps over long-idle weights stay fast.
         verbose: Show the live progress display.
+        accept_changed_inputs: Resume even though an input file (base model, dataset,
+            reward file) changed since the run started (``inputs.json``).
 
     Raises:
         ConfigError: If the sections do not form a valid manifest.
@@ -113,6 +116,7 @@ class LocalTrainer:
         flush_denormal: bool = True,
         verbose: bool = True,
         trust_code: bool = False,
+        accept_changed_inputs: bool = False,
     ) -> None:
         data = {
             "algorithm": _algorithm_section(algorithm),
@@ -135,6 +139,7 @@ class LocalTrainer:
             flush_denormal=flush_denormal,
             verbose=verbose,
             trust_code=trust_code,
+            accept_changed_inputs=accept_changed_inputs,
         )
 
     def _init(self, manifest: TrainingManifest, **options: Any) -> None:
@@ -157,6 +162,7 @@ class LocalTrainer:
         self.torch_threads: int = options["torch_threads"]
         self.flush_denormal: bool = options["flush_denormal"]
         self.verbose: bool = options["verbose"]
+        self.accept_changed_inputs: bool = options["accept_changed_inputs"]
         logger = options["logger"]
         self.logger = (
             logger if isinstance(logger, LoggerOptions) else LoggerOptions(**(logger or {}))
@@ -192,6 +198,7 @@ class LocalTrainer:
             "flush_denormal": True,
             "verbose": True,
             "trust_code": False,
+            "accept_changed_inputs": False,
         }
         unknown = set(options) - set(defaults)
         if unknown:
@@ -311,6 +318,8 @@ class LocalTrainer:
         agent_states, resume_state, self.seed = prepare_resume(
             self.run_dir, checkpoints, self.manifest, self.resume, self.seed
         )
+        if resume_state is not None:
+            check_inputs(self.run_dir, self.manifest, accept_changed=self.accept_changed_inputs)
         self._seed_everything()  # alike on every process: the same model everywhere
         distributed_run.barrier()  # every process has read the resume state before rank 0 writes
         main = distributed_run.process_info().is_main
@@ -320,6 +329,8 @@ class LocalTrainer:
             mark_run_dir(run_dir.path)
             run_dir.truncate_metrics(resume_state.total_steps if resume_state else -1)
             run_dir.write_manifest(self.manifest.to_dict())
+            if resume_state is None or self.accept_changed_inputs:
+                record_inputs(run_dir.path, self.manifest)
 
         envs = self.strategy.make_envs(self.manifest, seed=self.seed)
         report = getattr(envs.env, "data_report", None)

@@ -37,6 +37,11 @@ class RunOptions(StrictModel):
         True, description="Flush subnormal floats to zero in CPU arithmetic while training."
     )
     run_dir: str | None = Field(None, description="Run directory; default Hydra's output dir.")
+    accept_changed_inputs: bool = Field(
+        False,
+        description="Resume even though the base model, dataset or reward file changed since "
+        "the run started (its inputs.json).",
+    )
     trust_code: bool = Field(
         False, description="Allow manifest fields that run code (entrypoints, module:Id, rubrics)."
     )

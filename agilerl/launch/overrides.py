@@ -35,6 +35,7 @@ RUN_OPTIONS = (
     "flush_denormal",
     "run_dir",
     "trust_code",
+    "accept_changed_inputs",
 )
 
 

@@ -106,6 +106,7 @@ def train_manifest(manifest: TrainingManifest, options: RunOptions) -> RunResult
             torch_threads=options.torch_threads,
             flush_denormal=options.flush_denormal,
             trust_code=options.trust_code,
+            accept_changed_inputs=options.accept_changed_inputs,
         )
         result = trainer.run()
     return RunResult(result.status, run_dir, result.best_fitness, result.wall_seconds)
