@@ -43,6 +43,35 @@ def fail(error: ConfigError) -> None:
     sys.exit(EXIT_USER_ERROR)
 
 
+MAX_OVERRIDE_CHARS = 100_000
+MAX_OVERRIDE_DEPTH = 32
+
+
+def check_override_size(arg: str) -> None:
+    """Refuse a command-line override too long or too deeply nested to parse safely.
+
+    Raises:
+        ConfigError: Naming the override's key.
+    """
+    key = arg.split("=", 1)[0][:80]
+    if len(arg) > MAX_OVERRIDE_CHARS:
+        raise ConfigError(
+            f"{key}: an override of {len(arg):,} characters is too long", "command line"
+        )
+    depth = deepest = 0
+    for char in arg:
+        if char in "[{(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]})":
+            depth -= 1
+    if deepest > MAX_OVERRIDE_DEPTH:
+        raise ConfigError(
+            f"{key}: a value nested {deepest} levels deep (at most {MAX_OVERRIDE_DEPTH})",
+            "command line",
+        )
+
+
 def prepare_argv(conf_dir: Path) -> None:
     """Check and normalise ``sys.argv`` in place before Hydra parses it.
 
@@ -52,6 +81,8 @@ def prepare_argv(conf_dir: Path) -> None:
     from agilerl.launch.overrides import normalise_overrides
 
     try:
+        for arg in sys.argv[1:]:
+            check_override_size(arg)
         args = normalise_overrides(sys.argv[1:], conf_dir)
     except ConfigError as error:
         fail(error)

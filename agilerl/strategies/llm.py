@@ -31,12 +31,75 @@ def model_path(spec: AlgorithmSpec) -> Path:
     """
     name = getattr(spec, "pretrained_model_name_or_path", None) or ""
     path = Path(name)  # (Path drops a leading "./": the prefix is read from the name)
+    field = "network.pretrained_model_name_or_path"
     if not path.exists() and (path.is_absolute() or name.startswith(("models", "."))):
         raise ConfigError(
-            f"network.pretrained_model_name_or_path: {name} does not exist; build the "
+            f"{field}: {name} does not exist; build the "
             "tiny model with python scripts/make_tiny_llm.py or point at a local model folder"
         )
+    if path.is_dir():
+        check_model_folder(path, field)
+    elif not path.exists():
+        check_hub_cache(name, field)
     return path
+
+
+def check_model_folder(path: Path, field: str) -> None:
+    """A local model folder: a config, safetensors weights, no code of its own.
+
+    Raises:
+        ConfigError: For a folder that is not a model, holds only pickle weights (which can
+            run code when loaded, and whose keys are not checked), or needs remote code.
+    """
+    import json
+
+    config = path / "config.json"
+    if not config.is_file():
+        raise ConfigError(f"{field}: {path} is not a model folder (no config.json)")
+    try:
+        settings = json.loads(config.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{field}: {config} is not readable JSON ({exc})") from None
+    if isinstance(settings, dict) and settings.get("auto_map"):
+        raise ConfigError(
+            f"{field}: {path} needs the model's own code (auto_map in config.json); agilerl "
+            "never runs code shipped with a model: use an architecture transformers knows"
+        )
+    if not any(path.glob("*.safetensors")):
+        pickles = sorted(p.name for p in path.glob("*.bin")) + sorted(
+            p.name for p in path.glob("*.pt")
+        )
+        held = f"only pickle weights ({', '.join(pickles[:3])})" if pickles else "no weights"
+        raise ConfigError(
+            f"{field}: {path} holds {held}; agilerl loads safetensors only (pickle files can "
+            "run code): save the model with save_pretrained(..., safe_serialization=True)"
+        )
+
+
+def check_hub_cache(name: str, field: str) -> None:
+    """A hub id must already be in the local cache when downloads are off.
+
+    Raises:
+        ConfigError: Naming the id and how to make it available.
+    """
+    import os
+
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() not in ("1", "true", "yes"):
+        return
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return
+    try:
+        cached = try_to_load_from_cache(name, "config.json")
+    except ValueError:  # not a valid repo id either
+        cached = None
+    if not isinstance(cached, str):
+        raise ConfigError(
+            f"{field}: {name} is neither a local folder nor in the Hugging Face cache, and "
+            "downloads are off (HF_HUB_OFFLINE=1): download it where there is network "
+            "access, or point at a local model folder"
+        )
 
 
 def check_fsdp(spec: AlgorithmSpec, *, multi_process: bool) -> None:

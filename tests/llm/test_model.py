@@ -40,3 +40,43 @@ def test_left_padding_with_position_ids_matches_unpadded(tokenizer, tiny_model_d
             input_ids=padded, attention_mask=mask, position_ids=position_ids_from_mask(mask)
         ).logits[0, 3:]
     assert torch.allclose(alone, left, atol=1e-5)
+
+
+def _model_spec(name: str):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(pretrained_model_name_or_path=name)
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({}, r"is not a model folder \(no config.json\)"),
+        ({"config.json": "{}", "pytorch_model.bin": ""}, "holds only pickle weights"),
+        ({"config.json": "{}"}, "holds no weights"),
+        (
+            {"config.json": '{"auto_map": {"AutoModel": "x.Y"}}', "model.safetensors": ""},
+            "needs the model's own code",
+        ),
+    ],
+)
+def test_a_model_folder_that_cannot_load_safely_is_refused_before_the_run(
+    tmp_path, files: dict, message: str
+) -> None:
+    from agilerl.arena.models.errors import ConfigError
+    from agilerl.strategies.llm import model_path
+
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        model_path(_model_spec(str(tmp_path)))
+
+
+def test_a_hub_id_missing_from_the_cache_is_refused_offline(monkeypatch, tmp_path) -> None:
+    from agilerl.arena.models.errors import ConfigError
+    from agilerl.strategies.llm import model_path
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    with pytest.raises(ConfigError, match="neither a local folder nor in the Hugging Face cache"):
+        model_path(_model_spec("someone/some-model"))

@@ -101,3 +101,9 @@ def test_a_manifest_file_cannot_read_environment_variables(
     assert done.returncode == 2 and no_traceback(done)
     assert "training.name: '${oc.env:AGILERL_TEST_SECRET}' is an interpolation" in done.stderr
     assert "hunter2" not in done.stdout + done.stderr
+
+
+def test_a_deeply_nested_override_is_refused_without_a_traceback() -> None:
+    done = train("training.name=" + "[" * 10_000 + "]" * 10_000, "dry_run=true")
+    assert done.returncode == 2 and no_traceback(done)
+    assert "training.name: a value nested 10000 levels deep" in done.stderr
