@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from agilerl.arena.models.errors import ConfigError
+from agilerl.training.input_fingerprints import INPUTS_FILE
 
 LOCK_FILE = ".lock"
 MARKER_FILE = ".agilerl-run"
@@ -149,7 +150,7 @@ def remove_if_fresh(path: str | Path) -> bool:
     if not folder.is_dir() or folder.resolve() == Path.cwd().resolve():
         return False
     entries = {entry.name for entry in folder.iterdir()}
-    if not entries <= {".hydra", "train.log", LOCK_FILE, MARKER_FILE, "manifest.yaml"}:
+    if not entries <= {".hydra", "train.log", LOCK_FILE, MARKER_FILE, "manifest.yaml", INPUTS_FILE}:
         return False
     log = folder / "train.log"
     if log.exists() and log.stat().st_size > 0:

@@ -54,7 +54,7 @@ def test_missing_local_model_names_the_fix(compose, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("experiment", ["sft_chat", "grpo_countdown"])
 def test_a_missing_local_model_fails_the_dry_run_but_not_a_scheduler_submission(
-    compose, tmp_path: Path, experiment: str
+    compose, tmp_path: Path, experiment: str, monkeypatch
 ) -> None:
     """The model folder is checked where the run will happen: a dry run here refuses it
     (before anything is written), a job submitted to SLURM checks it on its node."""
@@ -67,7 +67,11 @@ def test_a_missing_local_model_fails_the_dry_run_but_not_a_scheduler_submission(
             preflight(manifest, trust_code=True)
         preflight(manifest, trust_code=True, check_devices=False)
     hub = compose(f"experiment={experiment}", "network.pretrained_model_name_or_path=org/model")
-    preflight(TrainingManifest.from_dict(split_config(hub)[0]), trust_code=True)  # a hub name
+    hub_manifest = TrainingManifest.from_dict(split_config(hub)[0])
+    with pytest.raises(ConfigError, match="org/model is neither a local folder nor in the"):
+        preflight(hub_manifest, trust_code=True)  # downloads are off in tests: not cached
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    preflight(hub_manifest, trust_code=True)  # with downloads on, left to the loader
 
 
 def test_a_trainer_is_built_without_the_model_and_checks_it_when_it_trains(
