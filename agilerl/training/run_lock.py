@@ -122,7 +122,7 @@ def claim_run_dir(path: str | Path) -> Iterator[Path]:
         _release(folder)
         if created and folder.resolve() not in _held:
             names = {e.name for e in folder.iterdir()}
-            if names <= {LOCK_FILE, MARKER_FILE, "manifest.yaml"}:
+            if names <= {LOCK_FILE, MARKER_FILE, "manifest.yaml", INPUTS_FILE}:
                 for name in names:
                     (folder / name).unlink(missing_ok=True)
                 with contextlib.suppress(OSError):
