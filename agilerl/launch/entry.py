@@ -54,6 +54,12 @@ def check_override_size(arg: str) -> None:
         ConfigError: Naming the override's key.
     """
     key = arg.split("=", 1)[0][:80]
+    control = next((c for c in arg if ord(c) < 32 and c not in "\t\n"), None)
+    if control is not None:
+        raise ConfigError(
+            f"{key!r}: the override holds the control character {control!r}; remove it",
+            "command line",
+        )
     if len(arg) > MAX_OVERRIDE_CHARS:
         raise ConfigError(
             f"{key}: an override of {len(arg):,} characters is too long", "command line"

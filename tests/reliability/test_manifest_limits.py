@@ -107,3 +107,14 @@ def test_a_deeply_nested_override_is_refused_without_a_traceback() -> None:
     done = train("training.name=" + "[" * 10_000 + "]" * 10_000, "dry_run=true")
     assert done.returncode == 2 and no_traceback(done)
     assert "training.name: a value nested 10000 levels deep" in done.stderr
+
+
+def test_control_characters_in_a_manifest_or_an_override_exit_2(tmp_path: Path) -> None:
+    manifest = tmp_path / "ctl.yaml"
+    manifest.write_text('algorithm: {name: PPO}\nenvironment: {name: "Cart\x07Pole-v1"}\n')
+    done = train(f"manifest={manifest}", "dry_run=true")
+    assert done.returncode == 2 and no_traceback(done)
+    assert "ctl.yaml" in done.stderr and "#x0007" in done.stderr
+    override = train("training.name=a\x07b", "dry_run=true")
+    assert override.returncode == 2 and no_traceback(override)
+    assert "control character '\\x07'" in override.stderr

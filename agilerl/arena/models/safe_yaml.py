@@ -158,7 +158,11 @@ def parse_bounded(text: str, source: str, *, as_json: bool) -> Any:
             return json.loads(text, object_pairs_hook=_json_pairs(source))
         except json.JSONDecodeError as exc:
             raise ConfigError(f"not valid JSON: {exc}", source) from None
-    loader = _BoundedLoader(text, source)
+    try:
+        loader = _BoundedLoader(text, source)  # its reader refuses control characters
+    except yaml.YAMLError as exc:
+        detail = str(exc).replace("\n", " ")
+        raise ConfigError(f"not valid YAML: {detail}", source) from None
     try:
         return loader.get_single_data()
     except yaml.YAMLError as exc:
