@@ -117,24 +117,29 @@ class RunContext:
     def forward_stop_signal(self) -> None:
         """Restore the previous handlers and pass on a stop signal that arrived.
 
-        Ctrl-C raises ``KeyboardInterrupt`` (``train.py`` exits 130). A
-        previous Python handler (submitit's requeue) is called. Otherwise the
-        process exits with ``128 + signum`` as the signal's default action
-        would, so a sweep stops instead of starting its next job.
+        Ctrl-C raises ``KeyboardInterrupt`` (``train.py`` exits 130), also when SIGINT
+        was inherited as ignored. A previous Python handler (submitit's requeue) is
+        called. Otherwise the process exits with ``128 + signum`` as the signal's
+        default action would, so a sweep stops instead of starting its next job.
         """
         self.restore_signal_handlers()
         signum = getattr(self, "_stop_signal", None)
         if signum is None:
             return
         old = self._forward_to.get(signum)
-        if signum == signal.SIGINT and old in (signal.default_int_handler, None):
+        # SIGINT inherited as ignored (a background job of a script, a test worker) still
+        # stopped this run: it ends as interrupted (exit 130), not as a success
+        if signum == signal.SIGINT and old in (
+            signal.default_int_handler,
+            signal.SIG_IGN,
+            signal.SIG_DFL,
+            None,
+        ):
             raise KeyboardInterrupt
         if callable(old) and old is not signal.default_int_handler:
             old(signum, None)
             if not os.environ.get("SLURM_JOB_ID"):
                 return
-        if old is signal.SIG_IGN:
-            return
         raise SystemExit(128 + signum)
 
     @property

@@ -29,7 +29,16 @@ def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
         time.sleep(0.1)
 
 
-def test_case_18_ctrl_c_checkpoints_records_interrupted_and_exits_130(tmp_path: Path) -> None:
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+def test_case_18_ctrl_c_checkpoints_records_interrupted_and_exits_130(
+    tmp_path: Path, inherited: str
+) -> None:
+    """Also when SIGINT was inherited as ignored (a script's background job, a test
+    worker): the run still stops on it, so it must not exit 0 as if it had finished."""
+
+    def disposition() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN if inherited == "ignored" else signal.SIG_DFL)
+
     manifest = write_manifest(
         tmp_path / "m.yaml",
         training={"max_steps": 200_000, "evo_steps": 256, "eval_loop": 1, "eval_steps": 20},
@@ -41,6 +50,7 @@ def test_case_18_ctrl_c_checkpoints_records_interrupted_and_exits_130(tmp_path: 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=disposition,
     )
     _wait_for(run_dir / "checkpoints" / "latest", proc)
     proc.send_signal(signal.SIGINT)
