@@ -77,6 +77,7 @@ def test_an_entrypoint_env_trains_under_its_own_name_without_a_preset(user_dir: 
     assert summary["env"] == "MyCartPole-v0" and summary["total_steps"] >= 2048
 
 
+@pytest.mark.slow  # three train.py processes (~10 s)
 def test_an_id_registered_by_another_module_trains_with_trust_code(user_dir: Path) -> None:
     args = ("algorithm=ppo", "env=custom", "environment.name=my_envs:UserCartPole-v0", *SHORT)
     missing = _train(user_dir, *args, "trust_code=true")  # the folder is not on the path

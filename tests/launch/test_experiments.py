@@ -17,7 +17,12 @@ from agilerl.strategies import select_strategy
 from agilerl.trainer import LocalTrainer
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
-EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+HEAVY = {"dpo_preference", "grpo_countdown"}
+"""Presets whose smoke run takes over 10 s on 2 cores: they run with the slow suite."""
+EXPERIMENTS = [
+    pytest.param(p.stem, marks=pytest.mark.slow) if p.stem in HEAVY else p.stem
+    for p in sorted((CONF / "experiment").glob("*.yaml"))
+]
 
 
 @pytest.fixture(scope="module")

@@ -219,6 +219,7 @@ def test_rounds_without_reward_variance_are_reported(
     assert "algorithm.group_size" in err
 
 
+@pytest.mark.slow  # two SFT runs (~15 s)
 def test_rows_cut_to_fit_the_context_are_counted_in_the_summary(
     compose, tmp_path: Path, tiny_model_dir: Path, monkeypatch, capsys
 ) -> None:
