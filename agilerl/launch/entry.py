@@ -82,8 +82,14 @@ def prepare_argv(conf_dir: Path) -> None:
     """Check and normalise ``sys.argv`` in place before Hydra parses it.
 
     A dry run writes nothing: Hydra's output directory and log files are
-    switched off for it.
+    switched off for it. SIGINT inherited as ignored (a script's background job)
+    is listened to again: ``kill -INT`` stops a run with a checkpoint, and the jobs a
+    local sweep starts can be cancelled (they inherit the disposition).
     """
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     from agilerl.launch.overrides import normalise_overrides
 
     try:

@@ -169,7 +169,14 @@ def test_case_17_sigterm_stops_a_whole_local_sweep(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_case_17_sigterm_stops_a_submitit_local_sweep(tmp_path: Path) -> None:
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+def test_case_17_sigterm_stops_a_submitit_local_sweep(tmp_path: Path, inherited: str) -> None:
+    """Also when the sweep inherited SIGINT as ignored (its jobs would inherit it too, and
+    the cancel that submitit sends them as SIGINT would be lost)."""
+
+    def disposition() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN if inherited == "ignored" else signal.SIG_DFL)
+
     sweep = tmp_path / "sweep"
     proc = subprocess.Popen(
         [
@@ -189,6 +196,7 @@ def test_case_17_sigterm_stops_a_submitit_local_sweep(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=disposition,
     )
     deadline = time.monotonic() + 240
     while len(list(sweep.glob("*/checkpoints/latest"))) < 2:
