@@ -418,7 +418,7 @@ class LocalTrainer:
             context.progress.close()
             context.sinks.close()
             finished = result if isinstance(result, LoopResult) else _failed(context)
-            if _already_ended(finished, resume_state):
+            if _already_ended(finished, resume_state, self.run_dir):
                 if self.verbose and main:
                     print(
                         f"{self.run_dir}: this run had already ended ({finished.status} at "
@@ -518,13 +518,23 @@ def seeded_manifest(
     return TrainingManifest.from_dict(data), seed
 
 
-def _already_ended(result: LoopResult, resume_state: ResumeState | None) -> bool:
-    """A resumed run that trained nothing because it had ended (budget spent, target met)."""
-    return (
-        resume_state is not None
-        and result.status in FINAL_STATUSES
-        and result.total_steps == resume_state.total_steps
-    )
+def _already_ended(result: LoopResult, resume_state: ResumeState | None, run_dir: Path) -> bool:
+    """A resumed run that trained nothing because it had ended (budget spent, target met)
+    and whose ``summary.json`` already says so (a run killed after its last checkpoint but
+    before its summary still gets one)."""
+    if (
+        resume_state is None
+        or result.status not in FINAL_STATUSES
+        or result.total_steps != resume_state.total_steps
+    ):
+        return False
+    import json
+
+    try:
+        recorded = json.loads((Path(run_dir) / "summary.json").read_text()).get("status")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return recorded in FINAL_STATUSES
 
 
 def _failed(context: RunContext) -> LoopResult:

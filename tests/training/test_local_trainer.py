@@ -152,6 +152,18 @@ def test_resuming_an_ended_run_trains_nothing_and_keeps_its_summary(
     assert json.loads((run / "summary.json").read_text())["total_steps"] > population[0].steps
 
 
+def test_a_run_killed_before_its_summary_gets_one_on_resume(tmp_path: Path) -> None:
+    """Killed after its last checkpoint but before summary.json: the resume trains nothing
+    and writes the summary the run never wrote."""
+    small_run(tmp_path, max_steps=2048).train()
+    run = tmp_path / "run"
+    (run / "summary.json").unlink()
+    manifest = yaml.safe_load((run / "manifest.yaml").read_text())
+    LocalTrainer.from_manifest(manifest, run_dir=run, resume=True, verbose=False).train()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["total_steps"] == 2048
+
+
 def test_checkpoint_optimizer_false_writes_no_optimizer_state_and_resume_says_so(
     tmp_path: Path,
 ) -> None:
