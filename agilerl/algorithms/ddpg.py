@@ -148,9 +148,10 @@ class DDPG(OffPolicyAlgorithm):
             self._make_noise()
 
     def _extra_state(self) -> dict[str, Any]:
-        return {"last_actor_loss": float(self.last_actor_loss)}
+        return {**super()._extra_state(), "last_actor_loss": float(self.last_actor_loss)}
 
     def _load_extra_state(self, extra: dict[str, Any]) -> None:
+        super()._load_extra_state(extra)
         self.last_actor_loss = float(extra.get("last_actor_loss", 0.0))
 
     # --- acting -----------------------------------------------------------------------

@@ -144,6 +144,7 @@ class SAC(OffPolicyAlgorithm):
 
     def _extra_state(self) -> dict[str, Any]:
         return {
+            **super()._extra_state(),
             "log_alpha": self.log_alpha.item(),
             "last_actor_loss": float(self.last_actor_loss),
             "last_alpha_loss": float(self.last_alpha_loss),
@@ -152,6 +153,7 @@ class SAC(OffPolicyAlgorithm):
         }
 
     def _load_extra_state(self, extra: dict[str, Any]) -> None:
+        super()._load_extra_state(extra)
         if "log_alpha" in extra:
             with torch.no_grad():  # in place: the optimizer holds this parameter
                 self.log_alpha.fill_(float(extra["log_alpha"]))

@@ -33,6 +33,7 @@ Sampling
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -403,7 +404,11 @@ class ReplayBuffer:
 
         Only the filled rows are copied (a full buffer's storage is referenced).
         """
-        state: dict[str, Any] = {"max_size": self.max_size, "counter": self.counter}
+        state: dict[str, Any] = {
+            "max_size": self.max_size,
+            "counter": self.counter,
+            "rng": json.dumps(self.rng.bit_generator.state),  # a resumed run samples alike
+        }
         if self._storage is not None:
             n = self.size
             state["fields"] = {
@@ -436,6 +441,8 @@ class ReplayBuffer:
 
                 tree_map(copy, self._np[name], sub, path=name)
         self.counter = int(state["counter"])
+        if "rng" in state:  # older checkpoints lack it: sampling restarts from the seed
+            self.rng.bit_generator.state = json.loads(state["rng"])
 
 
 def sample_members(memories: Sequence[ReplayBuffer], batch_size: int) -> dict[str, Any] | None:

@@ -227,7 +227,8 @@ def _read_mdp_arrays(path: Path) -> dict[str, np.ndarray]:
                 missing = [k for k in MDP_KEYS if k not in handle.files]
                 arrays = {k: handle[k] for k in MDP_KEYS if k in handle.files}
                 env_id = handle["env_id"].item() if "env_id" in handle.files else None
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+    except (OSError, ValueError, EOFError, KeyError, RuntimeError, zipfile.BadZipFile) as exc:
+        # (h5py raises RuntimeError for some corrupt internal structures)
         kind = "HDF5" if path.suffix in HDF5_SUFFIXES else "npz"
         raise ConfigError(
             f"environment.dataset_path: {path} is not a readable {kind} file ({exc}); "
@@ -243,9 +244,32 @@ def _read_mdp_arrays(path: Path) -> dict[str, np.ndarray]:
             f"environment.dataset_path: {path} lacks {', '.join(missing)} "
             f"(an MDP file needs {', '.join(MDP_KEYS)})"
         )
+    _check_mdp_shapes(path, arrays)
     if env_id is not None:
-        arrays["env_id"] = np.asarray(env_id.decode() if isinstance(env_id, bytes) else env_id)
+        if isinstance(env_id, bytes):
+            env_id = env_id.decode(errors="replace")
+        arrays["env_id"] = np.asarray(str(env_id))
     return arrays
+
+
+def _check_mdp_shapes(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Observations ``[N, ...]``; the per-step keys ``[N]`` or ``[N, 1]`` (actions may be
+    ``[N, d]``): anything else is refused naming the key and its shape."""
+    for key, value in arrays.items():
+        per_step = key not in ("observations", "actions")
+        fits = value.ndim >= 1 and (
+            not per_step or value.ndim == 1 or (value.ndim == 2 and value.shape[1] == 1)
+        )
+        if key == "actions":
+            fits = value.ndim in (1, 2)
+        if not fits:
+            want = "[N, ...]" if key == "observations" else "[N] or [N, 1]"
+            if key == "actions":
+                want = "[N] or [N, action_dim]"
+            raise ConfigError(
+                f"environment.dataset_path: {path}: {key} has shape {list(value.shape)}, "
+                f"expected {want}"
+            )
 
 
 MDP_SUFFIXES = (*HDF5_SUFFIXES, ".npz")

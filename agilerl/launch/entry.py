@@ -99,17 +99,74 @@ def prepare_argv(conf_dir: Path) -> None:
     except ConfigError as error:
         fail(error)
     if {"-m", "--multirun"} & set(args):
-        from agilerl.launch.ledger import check_sweep_dir
+        from agilerl.launch.ledger import check_sweep_dir, hold_sweep_dir
 
-        for arg in args:
-            if arg.lstrip("+").startswith("hydra.sweep.dir="):
-                try:
-                    check_sweep_dir(arg.split("=", 1)[1])
-                except ConfigError as error:
-                    fail(error)
-    if any(a.replace("+", "") in ("dry_run=true", "dry_run=True") for a in args):
+        sweep_dir = _value_of(args, "hydra.sweep.dir")
+        dry = any(a.replace("+", "") in ("dry_run=true", "dry_run=True") for a in args)
+        if sweep_dir is not None:
+            try:
+                check_sweep_dir(sweep_dir)
+                if not dry:  # before Hydra writes multirun.yaml into it
+                    hold_sweep_dir(sweep_dir)
+            except ConfigError as error:
+                fail(error)
+    dry_run = any(a.replace("+", "") in ("dry_run=true", "dry_run=True") for a in args)
+    if not dry_run:
+        try:
+            dry_run = hydra_dir_unneeded(args, Path.cwd())
+        except ConfigError as error:
+            fail(error)
+    if dry_run:  # (or a pinned run dir in a read-only folder) Hydra writes nothing
         args += [a for a in _QUIET_HYDRA if a.split("=")[0] not in {x.split("=")[0] for x in args}]
     sys.argv[1:] = args
+
+
+def _value_of(args: list[str], key: str) -> str | None:
+    for arg in args:
+        name, _, value = arg.lstrip("+").partition("=")
+        if name == key:
+            return value
+    return None
+
+
+def hydra_dir_unneeded(args: list[str], cwd: Path) -> bool:
+    """Whether Hydra's output folder under a read-only ``cwd`` can be switched off.
+
+    Hydra creates ``runs/...`` (``multirun/...`` for ``-m``) under the working
+    directory before the task starts. Where that folder cannot be written, a run
+    that names its own folder (``run_dir=``, ``resume=``) goes on without it; any
+    other run is refused before Hydra fails with a traceback.
+
+    Returns:
+        True when Hydra's folder should be switched off (``cwd`` is read-only and
+        the run is pinned elsewhere); False when ``cwd`` is writable.
+
+    Raises:
+        ConfigError: ``cwd`` is read-only and nothing says where the run goes.
+    """
+    if os.access(cwd, os.W_OK):
+        return False
+    sweep = bool({"-m", "--multirun"} & set(args))
+    if sweep:
+        if _value_of(args, "hydra.sweep.dir") is not None:
+            return False
+        raise ConfigError(
+            f"the working directory {cwd} is not writable, and a sweep writes its jobs "
+            "under multirun/ there; run from a writable folder or choose one with "
+            "hydra.sweep.dir=/path/to/sweep"
+        )
+    if _value_of(args, "hydra.run.dir") is not None:
+        return False
+    if _value_of(args, "run_dir") not in (None, "null") or _value_of(args, "resume") not in (
+        None,
+        "null",
+    ):
+        return True
+    raise ConfigError(
+        f"the working directory {cwd} is not writable, and a run writes its folder "
+        "under runs/ there; run from a writable folder or choose one with "
+        "run_dir=/path/to/run"
+    )
 
 
 def _unused_hydra_dir() -> Path | None:

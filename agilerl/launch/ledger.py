@@ -174,7 +174,10 @@ def _reconcile_with_slurm(jobs: list[JobRecord]) -> None:
             job.state = "running"
 
 
-SWEEP_ENTRIES = frozenset({"ledger.jsonl", "multirun.yaml", "optimization_results.yaml"})
+SWEEP_LOCK_FILE = ".sweep.lock"
+SWEEP_ENTRIES = frozenset(
+    {"ledger.jsonl", "multirun.yaml", "optimization_results.yaml", SWEEP_LOCK_FILE}
+)
 """Files only a sweep of ours writes at the top of its directory."""
 
 
@@ -203,3 +206,41 @@ def check_sweep_dir(path: str | Path) -> None:
         f"hydra.sweep.dir={folder} already exists and is not a sweep of agilerl (it holds "
         f"{shown}); choose a new or empty folder: nothing in it was changed"
     )
+
+
+_held_sweeps: dict[Path, int] = {}
+
+
+def hold_sweep_dir(path: str | Path) -> None:
+    """Take ``path``'s sweep lock for the rest of this process (one launcher per sweep).
+
+    A second launcher on the same folder (two sweeps started in the same second
+    into ``multirun/<date>/<time>``, or one ``hydra.sweep.dir`` given twice) is
+    refused before it queues a job, instead of both running the same jobs.
+    A launcher that ended (or was killed) releases it; jobs it left running are
+    then recognised through the ledger.
+
+    Raises:
+        ConfigError: Another launcher holds the folder (naming its pid).
+    """
+    folder = Path(path)
+    key = folder.resolve()
+    if key in _held_sweeps:
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / SWEEP_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise ConfigError(f"hydra.sweep.dir={folder}: cannot create it ({exc.strerror})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        owner = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise ConfigError(
+            f"hydra.sweep.dir={folder} is in use by another sweep (pid {owner}); wait for it "
+            "to end (agilerl sweep status shows its jobs), or choose another hydra.sweep.dir"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    _held_sweeps[key] = fd

@@ -31,6 +31,26 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+@contextlib.contextmanager
+def unreadable_model_files(name_or_path: str | Path, what: str) -> Iterator[None]:
+    """Turn any error transformers raises while reading a model folder into a
+    :class:`ConfigError` naming the folder (malformed config or tokenizer files, truncated
+    weights: transformers raises a dozen exception types for them)."""
+    from agilerl.arena.models.errors import ConfigError
+
+    try:
+        yield
+    except ConfigError:
+        raise
+    except Exception as exc:  # the folder's content is at fault, not our code
+        detail = str(exc).splitlines()[0][:300] if str(exc) else ""
+        raise ConfigError(
+            f"network.pretrained_model_name_or_path: the {what} in {name_or_path} cannot be "
+            f"loaded ({type(exc).__name__}: {detail}); save it again with save_pretrained, "
+            "or point at another model folder"
+        ) from None
+
+
 def load_tokenizer(name_or_path: str | Path, *, padding_side: str = "right", **kwargs: Any) -> Any:
     """A tokenizer with ``padding_side`` set at load time and a pad token.
 
@@ -41,9 +61,10 @@ def load_tokenizer(name_or_path: str | Path, *, padding_side: str = "right", **k
     """
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(
-        str(name_or_path), padding_side=padding_side, **kwargs
-    )
+    with unreadable_model_files(name_or_path, "tokenizer"):
+        tokenizer = AutoTokenizer.from_pretrained(
+            str(name_or_path), padding_side=padding_side, **kwargs
+        )
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
@@ -67,7 +88,8 @@ def load_causal_lm(
     quiet = not hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a per-tensor bar on every load: not run progress
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(name_or_path), **kwargs)
+        with unreadable_model_files(name_or_path, "model"):
+            model = AutoModelForCausalLM.from_pretrained(str(name_or_path), **kwargs)
     finally:
         if not quiet:
             hf_logging.enable_progress_bar()

@@ -1,7 +1,8 @@
 """Atomic file writes: a reader never sees a half-written file.
 
-A full disk (or quota) is reported as a :class:`ConfigError` naming the
-directory, instead of a torch-internal message inside a double traceback.
+A full disk (or quota), or a file past the process's file-size limit, is
+reported as a :class:`ConfigError` naming the directory, instead of a
+torch-internal message inside a double traceback.
 """
 
 from __future__ import annotations
@@ -15,23 +16,42 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-_FULL = (errno.ENOSPC, errno.EDQUOT)
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
-def _disk_full(exc: BaseException | None) -> bool:
-    """Whether ``exc`` (or an exception it was raised from or during) is a full disk."""
+def _full_errno(exc: BaseException | None) -> int | None:
+    """The errno if ``exc`` (or an exception it was raised from or during) is a full
+    disk, a full quota or a file-size limit, else ``None``."""
     seen = 0
     while exc is not None and seen < 8:
         if isinstance(exc, OSError) and exc.errno in _FULL:
-            return True
+            return exc.errno
         exc = exc.__cause__ or exc.__context__
         seen += 1
-    return False
+    return None
 
 
-def _full_error(target: Path) -> Exception:
+def _disk_full(exc: BaseException | None) -> bool:
+    return _full_errno(exc) is not None
+
+
+def _file_size_limit() -> str:
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return "unlimited" if soft == resource.RLIM_INFINITY else f"{soft:,} bytes"
+
+
+def _full_error(target: Path, exc: BaseException | None = None) -> Exception:
     from agilerl.arena.models.errors import ConfigError
 
+    if _full_errno(exc) == errno.EFBIG:
+        return ConfigError(
+            f"{target.name} in {target.parent} would pass this process's file-size limit "
+            f"({_file_size_limit()}; ulimit -f); raise the limit, or write less "
+            "(e.g. replay_buffer.store_in_checkpoint=false), then resume: the checkpoints "
+            "already written are intact"
+        )
     return ConfigError(
         f"no space left on the device holding {target.parent} (writing {target.name}); "
         "free some space there or choose another run_dir, then resume"
@@ -45,7 +65,7 @@ def disk_full_guard(path: str | Path) -> Iterator[None]:
         yield
     except (OSError, RuntimeError) as exc:
         if _disk_full(exc):
-            raise _full_error(Path(path)) from None
+            raise _full_error(Path(path), exc) from None
         raise
 
 
@@ -61,7 +81,7 @@ def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     except OSError as exc:
         if _disk_full(exc):
-            raise _full_error(target) from None
+            raise _full_error(target, exc) from None
         raise
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -72,7 +92,7 @@ def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
         if _disk_full(exc):
-            raise _full_error(target) from None
+            raise _full_error(target, exc) from None
         raise
 
 

@@ -74,6 +74,88 @@ def check_model_folder(path: Path, field: str) -> None:
             f"{field}: {path} holds {held}; agilerl loads safetensors only (pickle files can "
             "run code): save the model with save_pretrained(..., safe_serialization=True)"
         )
+    stored = sum(safetensors_elements(f, field) for f in sorted(path.glob("*.safetensors")))
+    if isinstance(settings, dict):
+        check_config_size(settings, stored, config, field)
+
+
+MAX_SAFETENSORS_HEADER = 100 * 2**20
+"""Largest header the safetensors format allows (100 MB)."""
+
+
+def safetensors_elements(file: Path, field: str) -> int:
+    """How many tensor elements a safetensors file holds, from its header alone.
+
+    Raises:
+        ConfigError: If the file is truncated or not safetensors (header length,
+            JSON, shapes or data offsets past the file's end).
+    """
+    import json
+    import math
+
+    def bad(why: str) -> ConfigError:
+        return ConfigError(
+            f"{field}: {file} is not a whole safetensors file ({why}); save the model again "
+            "with save_pretrained(..., safe_serialization=True)"
+        )
+
+    size = file.stat().st_size
+    with file.open("rb") as handle:
+        head = handle.read(8)
+        if len(head) < 8:
+            raise bad("shorter than its header")
+        length = int.from_bytes(head, "little")
+        if length > MAX_SAFETENSORS_HEADER or 8 + length > size:
+            raise bad(f"header of {length:,} bytes in a file of {size:,}")
+        try:
+            header = json.loads(handle.read(length))
+        except (ValueError, UnicodeDecodeError):
+            raise bad("its header is not JSON") from None
+    if not isinstance(header, dict):
+        raise bad("its header is not a mapping")
+    data = size - 8 - length
+    total = 0
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            shape = [int(d) for d in entry["shape"]]
+            begin, end = (int(x) for x in entry["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise bad(f"tensor {name!r} has no shape or offsets") from None
+        if min(shape, default=0) < 0 or not 0 <= begin <= end <= data:
+            raise bad(f"tensor {name!r} lies past the end of the file")
+        total += math.prod(shape)
+    return total
+
+
+def check_config_size(settings: dict, stored: int, config: Path, field: str) -> None:
+    """Refuse a config whose sizes imply more weights than the folder stores, before
+    transformers allocates them (a config can otherwise ask for terabytes).
+
+    Only lower bounds are used: the embedding (vocabulary x width) and one width-sized
+    vector per layer are in every decoder's weights.
+    """
+    sizes = {}
+    for key in ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size"):
+        value = settings.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"{field}: {config}: {key} must be a positive integer, not {value!r}")
+        sizes[key] = value
+    width = sizes.get("hidden_size", 1)
+    implied = max(
+        sizes.get("vocab_size", 0) * width,
+        sizes.get("num_hidden_layers", 0) * width,
+        sizes.get("num_hidden_layers", 0) * sizes.get("intermediate_size", 0),
+    )
+    if implied > stored:
+        raise ConfigError(
+            f"{field}: {config} describes a model of at least {implied:,} weights, but the "
+            f"folder's safetensors files hold {stored:,}: the config and weights disagree; "
+            "save the model again with save_pretrained"
+        )
 
 
 def check_hub_cache(name: str, field: str) -> None:

@@ -34,6 +34,7 @@ from agilerl.components.replay_buffer import (
     sample_members,
 )
 from agilerl.training.batched_eval import evaluate_and_evolve, group_actions
+from agilerl.training.engine import STATE_KEY
 from agilerl.training.evaluation import eval_layout
 from agilerl.training.population_env import PopulationVectorEnv
 from agilerl.training.population_loop import PopulationLoop
@@ -127,14 +128,23 @@ def train_off_policy_batched(
     if state is not None and state.memory is not None:
         for mem, mem_state in zip(owned, state.memory, strict=True):
             mem.load_state_dict(mem_state["main"])
-    if save_memory:
-        run.memory_provider = lambda: [{"main": m.state_dict()} for m in owned]
-    obs = train_env.reset([run.seed + 7919 * loop.generation + i for i in range(size)])
-    trackers = [EpisodeTracker(num_envs) for _ in range(size)]
+    run.memory_provider = lambda: [{"main": m.state_dict()} for m in owned]
+    run.memory_every_checkpoint = save_memory
     learn_credit = [0.0] * size
+    saved_credit = (state.extra.get(STATE_KEY) or {}).get("learn_credit") if state else None
+    if saved_credit is not None and len(saved_credit) == size:
+        learn_credit = [float(c) for c in saved_credit]
+    run.extra_state[STATE_KEY] = {"learn_credit": learn_credit}  # the sequential trainer's key
     try:
         while not loop.finished():
+            loop.begin_generation()
             agents = loop.population
+            # Seeded resets every generation, as the sequential trainer does.
+            obs = train_env.reset([run.seed + 7919 * loop.generation + i for i in range(size)])
+            trackers = [EpisodeTracker(num_envs) for _ in range(size)]
+            for agent in agents:
+                if hasattr(agent, "reset_noise"):
+                    agent.reset_noise()
             groups = make_groups(agents)
             next_eval = [loop.next_evaluation(agent) for agent in agents]
             stats: list[list[dict[str, float]]] = [[] for _ in range(size)]
@@ -147,7 +157,10 @@ def train_off_policy_batched(
                 _store(memories, shared, active, obs, actions, reward, real, terminated, truncated)
                 for i in active:
                     agent = agents[i]
-                    trackers[i].step(reward[i], terminated[i] | truncated[i])
+                    ended = terminated[i] | truncated[i]
+                    trackers[i].step(reward[i], ended)
+                    if ended.any() and hasattr(agent, "reset_noise"):
+                        agent.reset_noise(np.flatnonzero(ended))
                     agent.steps += num_envs
                     loop.advance(num_envs)
                     epsilons[i] = max(eps_end, epsilons[i] * eps_decay)
@@ -157,6 +170,9 @@ def train_off_policy_batched(
                 _learn_due(groups, agents, memories, learn_credit, active, stats, shared)
             for group in groups:
                 group.sync()
+            partial = any(agents[i].steps < next_eval[i] for i in range(size))
+            if partial and save_memory and loop.abandon_generation():
+                break  # the resumed run repeats this generation from its checkpoint
             details = []
             for i, agent in enumerate(agents):
                 finished = trackers[i].pop()
@@ -172,6 +188,7 @@ def train_off_policy_batched(
                     }
                 )
             loop.epsilons = list(epsilons)
+            run.extra_state[STATE_KEY] = {"learn_credit": list(learn_credit)}
             evaluate_and_evolve(
                 loop,
                 groups,

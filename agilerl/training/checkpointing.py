@@ -232,14 +232,18 @@ class CheckpointManager:
         tmp = self.directory / f".tmp_{name}_{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        for index, agent_state in enumerate(agent_states):
-            if not self.optimizer:
-                agent_state = without_optimizer(agent_state)
-            write_agent_file(agent_state, tmp / f"agent_{index}.pt")
-        atomic_torch_save({**state.to_dict(), "rng": rng_state()}, tmp / "state.pt")
-        if memories is not None:
-            atomic_torch_save({"memories": memories}, tmp / "memory.pt")
-        os.replace(tmp, final)
+        try:
+            for index, agent_state in enumerate(agent_states):
+                if not self.optimizer:
+                    agent_state = without_optimizer(agent_state)
+                write_agent_file(agent_state, tmp / f"agent_{index}.pt")
+            atomic_torch_save({**state.to_dict(), "rng": rng_state()}, tmp / "state.pt")
+            if memories is not None:
+                atomic_torch_save({"memories": memories}, tmp / "memory.pt")
+            os.replace(tmp, final)
+        except BaseException:  # a write failed (full disk, size limit): no partial folder stays
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         atomic_write_text(self.directory / LATEST, name + "\n")
         same_step = [p for p in self.complete_dirs() if p != final and _order(p)[0] == step]
         older = [p for p in self.complete_dirs() if p != final] if self.keep_last_only else []

@@ -326,13 +326,21 @@ class PopulationLoop:
         if self.run.checkpoints is None:
             self.last_checkpoint_step = self.env_steps  # as the writing process records it
             return
-        memories = self.run.memory_provider() if self.run.memory_provider is not None else None
+        memories = self.run.memory_provider() if self._memory_due() else None
         where = self.run.checkpoints.save(
             self.env_steps, states, self.loop_state(), memories=memories
         )
         self.last_checkpoint_step = self.env_steps
         if self.on_checkpoint is not None:
             self.on_checkpoint(where, self.status in FINAL_STATUSES)
+
+    def _memory_due(self) -> bool:
+        """Whether this checkpoint carries the replay memory: every one when the manifest
+        stores it, else one made as the run stops early (so a preempted run loses nothing)."""
+        if self.run.memory_provider is None:
+            return False
+        stopping_early = self.status is not None and self.status not in FINAL_STATUSES
+        return self.run.memory_every_checkpoint or stopping_early
 
     def result(self) -> LoopResult:
         """The run's outcome so far (final fitness: the best agent's last evaluation)."""

@@ -42,8 +42,11 @@ class RunContext:
         wandb_id: The wandb run id, checkpointed so a resume continues that run.
         last_result: The loop's result as of its latest evaluation, kept up to
             date by the loop so a run that raises still reports its counters.
-        memory_provider: Returns the replay memory's state for checkpoints
-            (when the manifest asks to store it), else ``None``.
+        memory_provider: Returns the replay memory's state for checkpoints,
+            else ``None``.
+        memory_every_checkpoint: Every checkpoint carries the memory (the
+            manifest's ``store_in_checkpoint``); otherwise only one made as
+            the run stops early (a signal, the time limit, a failure).
         operators_provider: Returns the selection and mutation operators' RNG
             states for checkpoints (evolutionary HPO), else ``None``.
         stop_agreement: In a multi-process run, takes this process's "stop now"
@@ -66,6 +69,7 @@ class RunContext:
     wandb_id: str | None = None
     last_result: LoopResult | None = None
     memory_provider: Any = None
+    memory_every_checkpoint: bool = True
     operators_provider: Any = None
     stop_agreement: Callable[[bool], bool] | None = None
     training: TrainingSpec = field(default_factory=TrainingSpec)
@@ -105,6 +109,9 @@ class RunContext:
         self._previous_handlers = {}
         for sig in (signal.SIGINT, *STOP_SIGNALS):
             self._previous_handlers[sig] = signal.signal(sig, handler)
+        # Past a file-size limit (ulimit -f) a write then fails with EFBIG, which the
+        # writers report naming the file, instead of SIGXFSZ killing the run mid-write.
+        self._previous_xfsz = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
     def restore_signal_handlers(self) -> None:
         """Put back the handlers :meth:`install_signal_handlers` replaced (idempotent)."""
@@ -112,6 +119,10 @@ class RunContext:
         for sig, old in previous.items():
             signal.signal(sig, old if old is not None else signal.SIG_DFL)
         self._previous_handlers = {}
+        xfsz = getattr(self, "_previous_xfsz", None)
+        if xfsz is not None:
+            signal.signal(signal.SIGXFSZ, xfsz)
+            self._previous_xfsz = None
         self._forward_to = {**getattr(self, "_forward_to", {}), **previous}
 
     def forward_stop_signal(self) -> None:

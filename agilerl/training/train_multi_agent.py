@@ -356,12 +356,17 @@ class OffPolicyMembers(_Members):
     Args:
         memory: The shared replay buffer.
         learning_delay: Transitions collected before learning starts.
+        exact_stops: Every checkpoint carries the buffer (see ``save_memory``).
         **members: See :class:`_Members`.
     """
 
-    def __init__(self, *args: Any, memory: Any, learning_delay: int, **members: Any) -> None:
+    def __init__(
+        self, *args: Any, memory: Any, learning_delay: int, exact_stops: bool, **members: Any
+    ) -> None:
         super().__init__(*args, **members)
         self.memory = memory
+        # A dropped generation is repeated from its checkpoint: only exact with the buffer in it.
+        self.partial_generation = "drop" if exact_stops else "keep"
         self.learning_delay = learning_delay
         self.credits = [0.0] * len(self.envs)
 
@@ -503,8 +508,9 @@ def train_multi_agent_off_policy(
         evo_steps: Env steps per member between evaluations.
         memory_size: Replay capacity (joint transitions).
         learning_delay: Env steps collected before learning starts.
-        save_memory: Checkpoints store the replay buffer (a resume continues with it;
-            otherwise the buffer refills before learning resumes).
+        save_memory: Every checkpoint stores the replay buffer, and a stop drops
+            the partial generation (a resume equals the uninterrupted run).
+            Otherwise only a checkpoint made as the run stops early stores it.
         eval_loop: Evaluation episodes per eval-env copy.
         eval_steps: Cap on vector steps per evaluation; ``None`` runs whole episodes.
         sum_scores: Fitness summed over agents, else averaged.
@@ -526,10 +532,11 @@ def train_multi_agent_off_policy(
     stored = run.resume_state.memory if run.resume_state is not None else None
     if stored:
         memory.load_state_dict(stored[0])
-    if save_memory:
-        run.memory_provider = lambda: [memory.state_dict()]
+    run.memory_provider = lambda: [memory.state_dict()]
+    run.memory_every_checkpoint = save_memory
     members = OffPolicyMembers(
         population, env, memory=memory, learning_delay=learning_delay, max_steps=max_steps,
+        exact_stops=save_memory,
         seed=run.seed, eval_env=eval_env, env_factory=env_factory, eval_loop=eval_loop,
         eval_steps=eval_steps, sum_scores=sum_scores,
         eval_copies=run.explicit("eval_max_concurrent_episodes"),

@@ -105,11 +105,11 @@ def train_off_policy(
     if state is not None and state.memory is not None:
         for mem, mem_state in zip(memories, state.memory, strict=True):
             mem.load_state_dict(mem_state)
-    if save_memory:
-        run.memory_provider = lambda: [m.state_dict() for m in memories]
+    run.memory_provider = lambda: [m.state_dict() for m in memories]
+    run.memory_every_checkpoint = save_memory
     members = OffPolicyMembers(
         envs, memories, run, max_steps=max_steps, learning_delay=learning_delay,
-        eps_start=eps_start, eps_end=eps_end, eps_decay=eps_decay,
+        eps_start=eps_start, eps_end=eps_end, eps_decay=eps_decay, exact_stops=save_memory,
     )  # fmt: skip
     return run_population(
         population, members, run, max_steps=max_steps, evo_steps=evo_steps, target=target,
@@ -121,12 +121,16 @@ def train_off_policy(
 class OffPolicyMembers(EnvMembers):
     """The off-policy paradigm for :func:`~agilerl.training.engine.run_population`.
 
-    Observations carry over between generations (the envs are reset once, at
-    the start of the run), so a stop keeps the partial generation. Epsilons
-    are the loop's (checkpointed with it).
+    Every generation starts each member's envs from a seeded reset (an
+    unfinished episode ends there; its transitions stay in the memory), so
+    a run resumed from a generation's checkpoint repeats it exactly. With
+    the memory in every checkpoint (``exact_stops``), a stop drops the
+    partial generation and the resumed run equals an uninterrupted one;
+    otherwise the stop keeps it and its checkpoint carries the memory
+    (nothing collected is lost, but the resumed run is not bit-exact).
+    Epsilons are the loop's (checkpointed with it); learning credits are
+    this trainer's state.
     """
-
-    partial_generation = "keep"
 
     def __init__(
         self,
@@ -139,23 +143,40 @@ class OffPolicyMembers(EnvMembers):
         eps_start: float,
         eps_end: float,
         eps_decay: float,
+        exact_stops: bool = False,
     ) -> None:
         super().__init__(envs)
-        self.memories, self.max_steps = memories, max_steps
+        self.memories, self.max_steps, self.seed = memories, max_steps, run.seed
         self.learning_delay = learning_delay
         self.eps_start, self.eps_end, self.eps_decay = eps_start, eps_end, eps_decay
-        generation = run.resume_state.generation if run.resume_state is not None else 0
-        self.observations = [
-            e.reset(seed=run.seed + 7919 * generation + i)[0] for i, e in enumerate(envs.train)
-        ]
+        self.partial_generation = "drop" if exact_stops else "keep"
+        self.observations: list[Any] = [None] * len(envs.train)
         self.trackers = [EpisodeTracker(e.num_envs) for e in envs.train]
         self.learn_credit = [0.0] * len(envs.train)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The learning credits (fractions of an update carried to the next step)."""
+        return {"learn_credit": list(self.learn_credit)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        credit = state.get("learn_credit")
+        if credit is not None and len(credit) == len(self.learn_credit):
+            self.learn_credit = [float(c) for c in credit]
+
+    def _start_generation(self, slot: int, agent: Any, generation: int) -> None:
+        """Seeded reset of the member's envs, episode counters and exploration noise."""
+        e = self.envs.train[slot]
+        self.observations[slot] = e.reset(seed=self.seed + 7919 * generation + slot)[0]
+        self.trackers[slot] = EpisodeTracker(e.num_envs)
+        if hasattr(agent, "reset_noise"):
+            agent.reset_noise()
 
     def train(self, slot: int, agent: Any, until: int, loop: PopulationLoop) -> dict[str, Any]:
         if loop.epsilons is None:
             loop.epsilons = [self.eps_start] * len(loop.population)
         epsilons = loop.epsilons
         mem = self.memories[0 if len(self.memories) == 1 else slot]
+        self._start_generation(slot, agent, loop.generation)
         e = self.envs.train[slot]
         num_envs = e.num_envs
         stats: list[dict[str, float]] = []

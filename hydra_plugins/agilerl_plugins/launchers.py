@@ -26,7 +26,7 @@ from omegaconf import OmegaConf
 
 from agilerl.arena.models.errors import EXIT_USER_ERROR, ConfigError
 from agilerl.extras import install_hint, require
-from agilerl.launch.ledger import Ledger, job_key
+from agilerl.launch.ledger import Ledger, hold_sweep_dir, job_key
 from agilerl.launch.slurm_check import check_partition, sbatch_refusal
 from agilerl.launch.sweep import plan_sweep, render_plan
 
@@ -48,6 +48,11 @@ def _prepare(launcher: Any, job_overrides: Sequence[Sequence[str]]) -> tuple[lis
     if jobs and all(job.options.dry_run for job in jobs):
         print(render_plan(jobs))
         return [], [_done(job.overrides, None) for job in jobs], ledger
+    try:
+        hold_sweep_dir(sweep_dir)
+    except ConfigError as error:
+        print(error.render(), file=sys.stderr)
+        sys.exit(EXIT_USER_ERROR)
     records = ledger.jobs()
     finished = {r.key: r for r in records if r.finished}
     running = {r.key for r in records if r.still_running()}
@@ -121,7 +126,24 @@ class ValidatingBasicLauncher(BasicLauncher):
         for _num, overrides in to_run:
             ledger.append(key=job_key(overrides), overrides=overrides, state="pending")
         ran = super().launch([o for _, o in to_run], initial_job_idx) if to_run else []
+        _exit_on_user_errors(ran)
         return [*done, *ran]
+
+
+def _exit_on_user_errors(returns: Sequence[JobReturn]) -> None:
+    """Jobs that failed only on user errors end the sweep with their messages and exit 2.
+
+    Hydra would re-raise the first failure with a traceback once the jobs have run;
+    a failure that is not a user error is still left to it.
+    """
+    failed = [r for r in returns if r.status == JobStatus.FAILED]
+    if not failed or not all(isinstance(r._return_value, ConfigError) for r in failed):
+        return
+    for ret in failed:
+        print(f"job {' '.join(ret.overrides)} failed:", file=sys.stderr)
+        print(ret._return_value.render(), file=sys.stderr)
+    print(f"{len(failed)} of {len(returns)} job(s) failed; see the ledger", file=sys.stderr)
+    sys.exit(EXIT_USER_ERROR)
 
 
 class _ValidatingSubmitit(BaseSubmititLauncher):

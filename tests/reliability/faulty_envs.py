@@ -1,4 +1,4 @@
-"""CartPole with a fault at a chosen env step: it raises, returns NaN, or signals its process.
+"""CartPole (or ``env_id``) with a fault at a chosen env step: raise, NaN, or a signal.
 
 Used through ``environment.entrypoint: tests.reliability.faulty_envs:make`` (with the
 ``trust_code`` opt-in, as any entrypoint).
@@ -40,5 +40,7 @@ class Faulty(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
 
-def make(fault: str = "none", at: int = 10**9, flag: str | None = None) -> gym.Env:
-    return Faulty(gym.make("CartPole-v1"), fault, at, flag)
+def make(
+    fault: str = "none", at: int = 10**9, flag: str | None = None, env_id: str = "CartPole-v1"
+) -> gym.Env:
+    return Faulty(gym.make(env_id), fault, at, flag)

@@ -62,21 +62,53 @@ def test_case_18_ctrl_c_checkpoints_records_interrupted_and_exits_130(
     assert summary["checkpoint"] and Path(summary["checkpoint"]).is_dir()
 
 
-def _run(run_dir: Path, flag: Path, *, resume: bool = False, fault: str = "sigterm") -> None:
+ALGORITHMS: dict[str, tuple[dict, str, dict]] = {
+    # name: (algorithm section, env id, replay_buffer section)
+    "ppo": ({**TINY_PPO, "learn_step": 32}, "CartPole-v1", {}),
+    "dqn": (
+        {"name": "DQN", "learn_step": 4, "batch_size": 32},
+        "CartPole-v1",
+        {"replay_buffer": {"max_size": 10_000, "store_in_checkpoint": True}},
+    ),
+    "rainbow_dqn": (
+        {"name": "RainbowDQN", "learn_step": 4, "batch_size": 32},
+        "CartPole-v1",
+        {"replay_buffer": {"max_size": 10_000, "store_in_checkpoint": True}},
+    ),
+    "sac": (
+        {"name": "SAC", "learn_step": 4, "batch_size": 32},
+        "Pendulum-v1",
+        {"replay_buffer": {"max_size": 10_000, "store_in_checkpoint": True}},
+    ),
+    "dqn_unstored": ({"name": "DQN", "learn_step": 4, "batch_size": 32}, "CartPole-v1", {}),
+}
+
+
+def _run(
+    run_dir: Path,
+    flag: Path,
+    *,
+    resume: bool = False,
+    fault: str = "sigterm",
+    algorithm: str = "ppo",
+) -> None:
+    section, env_id, extra = ALGORITHMS[algorithm]
+    training = {} if algorithm == "ppo" else {"learning_delay": 50}
     LocalTrainer(
-        {**TINY_PPO, "learn_step": 32},
+        section,
         {
             "name": "Faulty-v0",
             "entrypoint": FAULTY,
             "num_envs": 1,
-            "config": {"fault": fault, "at": 200, "flag": str(flag)},
+            "config": {"fault": fault, "at": 200, "flag": str(flag), "env_id": env_id},
         },
-        {"max_steps": 448, "evo_steps": 128, "eval_loop": 1, "eval_steps": 20},
+        {"max_steps": 448, "evo_steps": 128, "eval_loop": 1, "eval_steps": 20, **training},
         run_dir=run_dir,
         resume=resume,
         seed=2,
         verbose=False,
         trust_code=True,
+        **extra,
     ).train()
 
 
@@ -87,27 +119,47 @@ def _metrics(run_dir: Path) -> list[dict[str, str]]:
     return rows
 
 
-def test_case_24_sigterm_mid_generation_then_resume_equals_uninterrupted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("algorithm", ["ppo", "dqn", "rainbow_dqn", "sac"])
+def test_case_24_sigterm_mid_generation_then_resume_equals_uninterrupted(
+    tmp_path: Path, algorithm: str
+) -> None:
+    """Off-policy too: the buffer, its sampling generator, the agents' exploration
+    generators and the learning credits are checkpointed, and every generation starts
+    from seeded env resets, so the resumed run repeats the dropped generation exactly."""
     torch.set_num_threads(1)
     whole_flag = tmp_path / "never"
     whole_flag.write_text("no signal in this run\n")
-    _run(tmp_path / "whole", whole_flag)
+    _run(tmp_path / "whole", whole_flag, algorithm=algorithm)
     parts, flag = tmp_path / "parts", tmp_path / "flag"
     previous = signal.getsignal(signal.SIGTERM)
     with pytest.raises(SystemExit) as stopped:
-        _run(parts, flag)  # SIGTERM at env step 200, in the second generation
+        _run(parts, flag, algorithm=algorithm)  # SIGTERM at env step 200, in generation 2
     assert stopped.value.code == 128 + signal.SIGTERM
     assert signal.getsignal(signal.SIGTERM) is previous
     summary = json.loads((parts / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["total_steps"] == 128
     assert [r["step"] for r in _metrics(parts)] == ["128"]  # no extra evaluation row
-    _run(parts, flag, resume=True)
+    _run(parts, flag, resume=True, algorithm=algorithm)
     assert _metrics(parts) == _metrics(tmp_path / "whole")
     a = CheckpointManager(parts / "checkpoints").load_latest()[0][0]
     b = CheckpointManager(tmp_path / "whole" / "checkpoints").load_latest()[0][0]
     assert _tensors(a).keys() == _tensors(b).keys() and _tensors(a)
     for key, tensor in _tensors(a).items():
         assert torch.equal(tensor, _tensors(b)[key]), key
+
+
+def test_case_24_a_buffer_kept_out_of_checkpoints_still_survives_a_stop(tmp_path: Path) -> None:
+    """Without ``store_in_checkpoint`` the periodic checkpoints skip the buffer, but the
+    one made as the run stops carries it: a preempted run resumes with what it collected."""
+    torch.set_num_threads(1)
+    parts, flag = tmp_path / "parts", tmp_path / "flag"
+    with pytest.raises(SystemExit):
+        _run(parts, flag, algorithm="dqn_unstored")
+    stored = sorted(p.parent.name for p in (parts / "checkpoints").glob("*/memory.pt"))
+    assert stored == ["step_000000000200"]  # the stop's checkpoint only
+    _run(parts, flag, resume=True, algorithm="dqn_unstored")
+    sizes = [int(r["memory_size"]) for r in _metrics(parts)]
+    assert sizes == [128, 200, 256, 384, 448]  # the resumed run did not start empty
 
 
 def _tensors(state: object, prefix: str = "") -> dict[str, torch.Tensor]:

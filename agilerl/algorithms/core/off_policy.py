@@ -26,6 +26,7 @@ from gymnasium import spaces
 from torch import nn
 
 from agilerl.algorithms.core.base import SingleAgentAlgorithm
+from agilerl.algorithms.core.rng import generator_from_state, generator_state
 from agilerl.networks.fastgrad import GradTape
 from agilerl.networks.spaces import composite_items
 
@@ -123,6 +124,19 @@ class OffPolicyAlgorithm(SingleAgentAlgorithm):
             return
         seed = int(torch.randint(0, 2**31 - 1, (1,), generator=None).item())
         self.rng = np.random.default_rng(seed)
+
+    def _extra_state(self) -> dict[str, Any]:
+        """The exploration generator's state (a resumed run explores alike)."""
+        return {"rng": generator_state(self.rng)} if hasattr(self, "rng") else {}
+
+    def _load_extra_state(self, extra: dict[str, Any]) -> None:
+        if "rng" not in extra:
+            return
+        restored = generator_from_state(extra["rng"])
+        if hasattr(self, "rng") and type(self.rng.bit_generator) is type(restored.bit_generator):
+            self.rng.bit_generator.state = restored.bit_generator.state  # noise objects share it
+        else:
+            self.rng = restored
 
     @staticmethod
     def _target_of(

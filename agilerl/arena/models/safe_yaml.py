@@ -158,6 +158,8 @@ def parse_bounded(text: str, source: str, *, as_json: bool) -> Any:
             return json.loads(text, object_pairs_hook=_json_pairs(source))
         except json.JSONDecodeError as exc:
             raise ConfigError(f"not valid JSON: {exc}", source) from None
+        except ValueError as exc:  # an integer of more than 4,300 digits
+            raise ConfigError(f"a value cannot be read: {exc}", source) from None
     try:
         loader = _BoundedLoader(text, source)  # its reader refuses control characters
     except yaml.YAMLError as exc:
@@ -168,5 +170,7 @@ def parse_bounded(text: str, source: str, *, as_json: bool) -> Any:
     except yaml.YAMLError as exc:
         detail = str(exc).replace("\n", " ")
         raise ConfigError(f"not valid YAML: {detail}", source) from None
+    except (ValueError, OverflowError) as exc:  # e.g. an integer of more than 4,300 digits
+        raise ConfigError(f"a value cannot be read: {exc}", source) from None
     finally:
         loader.dispose()

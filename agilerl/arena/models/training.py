@@ -242,7 +242,12 @@ class ReplayBufferSpec(StrictModel):
         default_factory=PerBufferArgs, description="PER settings."
     )
     store_in_checkpoint: bool = Field(
-        False, description="Save the buffer's contents with checkpoints (large buffers: slow)."
+        False,
+        description=(
+            "Save the buffer's contents with every checkpoint (large buffers: slow), so a "
+            "run stopped by a signal resumes exactly as if uninterrupted. Without it only "
+            "the checkpoint made as a run stops early (signal, time limit) carries the buffer."
+        ),
     )
 
     @model_validator(mode="after")
