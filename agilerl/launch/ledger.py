@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agilerl.arena.models.errors import ConfigError
+from agilerl.training.run_lock import try_lock
 
 LEDGER_FILE = "ledger.jsonl"
 FINAL_STATES = ("completed", "target_reached", "time_limit")
@@ -227,20 +228,10 @@ def hold_sweep_dir(path: str | Path) -> None:
     key = folder.resolve()
     if key in _held_sweeps:
         return
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder / SWEEP_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise ConfigError(f"hydra.sweep.dir={folder}: cannot create it ({exc.strerror})") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        owner = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-        os.close(fd)
+    fd = try_lock(folder, SWEEP_LOCK_FILE, "hydra.sweep.dir")
+    if isinstance(fd, str):
         raise ConfigError(
-            f"hydra.sweep.dir={folder} is in use by another sweep (pid {owner}); wait for it "
+            f"hydra.sweep.dir={folder} is in use by another sweep (pid {fd}); wait for it "
             "to end (agilerl sweep status shows its jobs), or choose another hydra.sweep.dir"
-        ) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        )
     _held_sweeps[key] = fd

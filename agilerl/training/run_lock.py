@@ -69,25 +69,41 @@ def _acquire(folder: Path) -> None:
         fd, count = _held[key]
         _held[key] = (fd, count + 1)
         return
+    fd = try_lock(folder, LOCK_FILE, "run_dir")
+    if isinstance(fd, str):
+        raise ConfigError(
+            f"run_dir={folder} is in use by another process (pid {fd}); wait for it to "
+            "end, or choose another run_dir"
+        )
+    _held[key] = (fd, 1)
+
+
+def try_lock(folder: Path, name: str, field: str) -> int | str:
+    """Create ``folder`` and take an exclusive lock on ``folder/name``, writing our pid.
+
+    Returns:
+        The open, locked file descriptor (kept open while the lock is held), or the
+        pid another process wrote when it holds the lock.
+
+    Raises:
+        ConfigError: If ``folder`` cannot be created (naming ``field``).
+    """
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(folder / name, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
-        raise ConfigError(f"run_dir={folder}: cannot create it ({exc.strerror})") from None
+        raise ConfigError(f"{field}={folder}: cannot create it ({exc.strerror})") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
         owner = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
         os.close(fd)
         if exc.errno in (errno.EAGAIN, errno.EACCES):
-            raise ConfigError(
-                f"run_dir={folder} is in use by another process (pid {owner}); wait for it to "
-                "end, or choose another run_dir"
-            ) from None
+            return owner
         raise
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    _held[key] = (fd, 1)
+    return fd
 
 
 def _release(folder: Path) -> None:
