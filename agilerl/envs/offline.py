@@ -173,6 +173,20 @@ def load_minari(dataset_id: str, *, remote: bool = False) -> OfflineDataset:
         ConfigError: If the dataset is not stored locally (and ``remote`` is off),
             or its observations are not plain arrays.
     """
+    try:
+        return _read_minari(dataset_id, remote)
+    except ConfigError:
+        raise
+    except Exception as exc:  # minari and h5py raise many types for damaged files
+        detail = str(exc).splitlines()[0][:300] if str(exc) else ""
+        raise ConfigError(
+            f"environment.minari_dataset_id: {dataset_id!r} in {minari_root()} cannot be read "
+            f"({type(exc).__name__}: {detail}); record it again with "
+            "scripts/make_offline_dataset.py"
+        ) from None
+
+
+def _read_minari(dataset_id: str, remote: bool) -> OfflineDataset:
     import minari
 
     local = set(minari.list_local_datasets())

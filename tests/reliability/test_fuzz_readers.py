@@ -450,3 +450,56 @@ def test_model_folders(model_dir: Path, tmp_path: Path, examples: int) -> None:
         read_or_refuse(load, folder)
 
     fuzz(model_damage(model_dir), check, examples)
+
+
+# --- Minari datasets -----------------------------------------------------------------------------
+MINARI_ID = "cartpole/fuzz-v0"
+
+
+@pytest.fixture(scope="module")
+def minari_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A real Minari dataset recorded by our script, in a root of its own."""
+    import os
+    import sys
+
+    pytest.importorskip("minari")
+    root = tmp_path_factory.mktemp("minari")
+    previous = os.environ.get("MINARI_DATASETS_PATH")
+    os.environ["MINARI_DATASETS_PATH"] = str(root / "valid")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    from make_offline_dataset import make_dataset
+
+    make_dataset(steps=300, epsilon=0.5, seed=1, minari_id=MINARI_ID)
+    yield root
+    if previous is None:
+        os.environ.pop("MINARI_DATASETS_PATH", None)
+    else:
+        os.environ["MINARI_DATASETS_PATH"] = previous
+
+
+def test_minari_datasets(minari_root: Path, examples: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agilerl.envs.offline import load_offline_dataset
+
+    files = sorted(
+        p.relative_to(minari_root / "valid")
+        for p in (minari_root / "valid").rglob("*")
+        if p.is_file()
+    )
+
+    @st.composite
+    def damage(draw: st.DrawFn) -> tuple[Path, bytes]:
+        name = draw(st.sampled_from(files))
+        return name, draw(damaged((minari_root / "valid" / name).read_bytes()))
+
+    def check(case: tuple[Path, bytes]) -> None:
+        root = minari_root / "damaged"
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.copytree(minari_root / "valid", root)
+        monkeypatch.setenv("MINARI_DATASETS_PATH", str(root))
+        _write(root / case[0], case[1])
+        try:
+            load_offline_dataset(minari_dataset_id=MINARI_ID)
+        except ConfigError as error:
+            assert MINARI_ID in str(error), str(error)
+
+    fuzz(damage(), check, examples)
