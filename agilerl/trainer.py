@@ -34,7 +34,7 @@ from agilerl.logging.loggers import FanOut, MetricSink, TensorBoardSink, WandbSi
 from agilerl.logging.progress import TrainingProgress
 from agilerl.logging.run_dir import RunDirectory
 from agilerl.logging.run_end import render_run_end
-from agilerl.strategies import PopulationRuntime, select_strategy
+from agilerl.strategies import PopulationRuntime, select_strategy, with_run_defaults
 from agilerl.training import distributed_run
 from agilerl.training.checkpointing import CheckpointManager, ResumeState, set_rng_state
 from agilerl.training.input_fingerprints import check_inputs, record_inputs
@@ -143,6 +143,7 @@ class LocalTrainer:
         )
 
     def _init(self, manifest: TrainingManifest, **options: Any) -> None:
+        manifest = with_run_defaults(manifest)
         if not options["resume"] or options["seed"] is not None:
             # (a resume without a seed keeps the stored run's, checked in prepare_resume)
             manifest, options["seed"] = seeded_manifest(manifest, options["seed"])

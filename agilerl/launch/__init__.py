@@ -14,13 +14,26 @@ import hashlib
 import re
 import sys
 
+MAX_JOB_NAME = 160
+"""Characters of a job directory's readable part (file names allow 255 bytes)."""
+
 
 def job_dir_name(override_dirname: str) -> str:
-    """A short, file-system-safe, stable directory name for a job's overrides."""
+    """A file-system-safe, stable directory name that shows every swept value.
+
+    Each ``key=value`` override keeps its value and the last part of its key
+    (``algorithm.lr=3e-4`` -> ``lr=3e-4``), so a seed or a tuned learning rate stays
+    readable; the digest of the full overrides keeps names unique when the readable
+    part is cut or two keys share a last part.
+    """
     if not override_dirname:
         return "default"
     digest = hashlib.sha1(override_dirname.encode()).hexdigest()[:8]
-    readable = re.sub(r"[^A-Za-z0-9_.=,-]+", "_", override_dirname)[:60].strip("_")
+    items = []
+    for item in override_dirname.split(","):
+        key, sep, value = item.partition("=")
+        items.append(f"{key.lstrip('+~').rsplit('.', 1)[-1]}{sep}{value}" if sep else item)
+    readable = re.sub(r"[^A-Za-z0-9_.=,-]+", "_", ",".join(items))[:MAX_JOB_NAME].strip("_")
     return f"{readable}-{digest}"
 
 

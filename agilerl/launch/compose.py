@@ -14,6 +14,7 @@ from agilerl.arena.models.manifest import SECTIONS, TrainingManifest
 from agilerl.launch import register_resolvers
 from agilerl.launch.options import RunOptions
 from agilerl.launch.overrides import MANIFEST_PREFIXES
+from agilerl.strategies import with_run_defaults
 
 register_resolvers()
 
@@ -234,7 +235,8 @@ def build_manifest(
         task_overrides: The command-line overrides (re-applied onto a manifest file).
 
     Returns:
-        The validated manifest and run options.
+        The validated manifest (with the run defaults of
+        :func:`~agilerl.strategies.with_run_defaults` written in) and run options.
 
     Raises:
         ConfigError: Listing every problem, each with its dotted path.
@@ -245,9 +247,9 @@ def build_manifest(
         refuse_group_choices(task_overrides, f"resume={options.resume}")
         source = resumed_manifest_file(Path(options.resume))
         data = apply_overrides(read_manifest_file(source), task_overrides)
-        return TrainingManifest.from_dict(data, source=str(source)), options
+        return with_run_defaults(TrainingManifest.from_dict(data, source=str(source))), options
     if options.manifest:
         refuse_group_choices(task_overrides, f"manifest={options.manifest}")
         data = apply_overrides(read_manifest_file(options.manifest), task_overrides)
-        return TrainingManifest.from_dict(data, source=options.manifest), options
-    return TrainingManifest.from_dict(sections), options
+        return with_run_defaults(TrainingManifest.from_dict(data, source=options.manifest)), options
+    return with_run_defaults(TrainingManifest.from_dict(sections)), options

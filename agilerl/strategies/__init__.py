@@ -102,6 +102,28 @@ _INSTEAD = {
 """What to use instead of a ``training`` field no paradigm reads (kept for the seeds' layout)."""
 
 
+RUN_EVAL_EPISODES = 10
+"""Evaluation episodes of a run whose manifest leaves ``training.eval_loop`` unset."""
+
+
+def with_run_defaults(manifest: TrainingManifest) -> TrainingManifest:
+    """``manifest`` with ``training.eval_loop: 10`` written in, unless it sets one.
+
+    ``TrainingSpec.eval_loop`` defaults to 1 (the seeds' schema), but a fitness, a
+    "solved" and a spread from one episode mislead; a run (``train.py``, ``LocalTrainer``)
+    of a paradigm that evaluates episodes therefore evaluates :data:`RUN_EVAL_EPISODES`
+    unless the manifest (or its preset) chooses, and its ``manifest.yaml`` records it.
+    """
+    if "eval_loop" in manifest.training.model_fields_set:
+        return manifest
+    strategy = select_strategy(manifest.algorithm)
+    if "eval_loop" not in strategy.acted_training_fields(manifest.algorithm):
+        return manifest
+    data = manifest.to_dict()
+    data["training"]["eval_loop"] = RUN_EVAL_EPISODES
+    return type(manifest).from_dict(data)
+
+
 def refuse_unused_training_fields(manifest: TrainingManifest) -> None:
     """Refuse a ``training`` field set to a non-default value that this run would not read.
 

@@ -88,6 +88,8 @@ def test_a_second_sweep_into_a_running_sweeps_folder_is_refused(tmp_path: Path) 
     assert "in use by another sweep" in second.stderr
     assert (sweep / "multirun.yaml").read_text() == plan  # the first sweep's plan is intact
     assert len(jobs(sweep)) == 2 and not any("seed=5" in key for key in jobs(sweep))
+    folders = sorted(p.name for p in sweep.iterdir() if p.is_dir())
+    assert [name.split("seed=")[1][0] for name in folders] == ["0", "1"]  # job names keep it
 
 
 def test_a_job_failing_on_a_user_error_ends_the_sweep_with_exit_2(tmp_path: Path) -> None:
