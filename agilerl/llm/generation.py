@@ -8,6 +8,8 @@ log-probs of the clipped ratio without a second forward pass.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +18,33 @@ import torch
 from agilerl.llm.fused_logps import head_logps
 from agilerl.llm.model import _takes_logits_to_keep, left_pad, position_ids_from_mask
 from agilerl.llm.prefix import cache_kwarg, prefix_cache, shared_prefixes
+
+_STOP_CHECKS: list[Callable[[], bool]] = []
+
+
+@contextlib.contextmanager
+def stop_generation_when(check: Callable[[], bool]) -> Iterator[None]:
+    """Within this context, :func:`generate` ends every sequence at the next token once
+    ``check()`` is true (a stop signal arrived): a round the loop then drops does not keep
+    a checkpoint waiting for the rest of its generation."""
+    _STOP_CHECKS.append(check)
+    try:
+        yield
+    finally:
+        _STOP_CHECKS.remove(check)
+
+
+def _stop_criteria() -> Any:
+    """HF stopping criteria for the innermost :func:`stop_generation_when` check."""
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    check = _STOP_CHECKS[-1]
+
+    class _Stopped(StoppingCriteria):
+        def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
+            return torch.full((input_ids.shape[0],), bool(check()), dtype=torch.bool)
+
+    return StoppingCriteriaList([_Stopped()])
 
 
 @dataclass
@@ -131,6 +160,8 @@ def _generate_chunk(
     if sharded:
         # Every process must run the same number of sharded forward passes.
         kwargs["synced_gpus"] = True
+    elif _STOP_CHECKS:
+        kwargs["stopping_criteria"] = _stop_criteria()
     was_training = model.training
     model.eval()
     # Data-parallel processes prefill whole, like their update (see RolloutLLMAlgorithm).

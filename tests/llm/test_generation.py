@@ -66,3 +66,22 @@ def test_stop_strings_end_a_completion(model, left_tokenizer) -> None:
     )
     assert stop in cut[0].text and len(cut[0].ids) < len(free[0].ids)
     assert free[0].text.startswith(cut[0].text)
+
+
+def test_a_stop_request_ends_generation_at_the_next_token(model, left_tokenizer) -> None:
+    """A stop signal during a round's generation must not wait for its last token."""
+    from agilerl.llm.generation import stop_generation_when
+
+    tok = left_tokenizer
+    prompts = [tok("Count to ten.")["input_ids"]] * 4
+    settings = SamplingSettings(max_new_tokens=32, temperature=1.0)
+    torch.manual_seed(1)
+    free = generate(model, tok, prompts, settings)
+    assert max(len(c.ids) for c in free) > 4
+    with stop_generation_when(lambda: True):
+        cut = generate(model, tok, prompts, settings)
+    assert all(len(c.ids) <= 1 for c in cut)
+    with stop_generation_when(lambda: False):  # no stop: generation is unchanged
+        torch.manual_seed(1)
+        again = generate(model, tok, prompts, settings)
+    assert [c.ids for c in again] == [c.ids for c in free]

@@ -64,6 +64,50 @@ def test_loop_writes_rewards_samples_and_resumes_exactly(
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_a_stop_during_generation_drops_the_round_and_resumes_exactly(
+    make_rollout_spec, digit_env, left_tokenizer, tmp_path: Path
+) -> None:
+    """The stop arrives while round 3 is generated: generation ends at the next token,
+    nothing is learnt from the round, and the resumed run equals an uninterrupted one."""
+    spec = make_rollout_spec("GRPO", group_size=4, batch_size=2, max_output_tokens=8)
+    straight = LLMBuilder.build(spec, tokenizer=left_tokenizer)
+    train_llm_rollout([straight], digit_env, max_steps=4, run_dir=tmp_path / "a")
+    rewards = list(csv.DictReader((tmp_path / "a" / "rewards.csv").open()))
+
+    from agilerl.llm import generation
+
+    original, calls = generation._generate_chunk, []
+
+    def signalled(model, tokenizer, prompts, settings):  # the signal lands mid-generation
+        calls.append(len(calls))
+        if len(calls) == 3:
+            import os
+            import signal
+
+            os.kill(os.getpid(), signal.SIGTERM)
+        return original(model, tokenizer, prompts, settings)
+
+    from agilerl.training.llm.members import llm_run_context
+
+    first = LLMBuilder.build(spec, tokenizer=left_tokenizer)
+    run = llm_run_context([first], None, tmp_path / "b", False)
+    run.install_signal_handlers()  # as the trainer does: SIGTERM asks the loop to stop
+    generation._generate_chunk = signalled
+    try:
+        part = train_llm_rollout([first], digit_env, max_steps=4, run=run)
+    finally:
+        generation._generate_chunk = original
+        run.restore_signal_handlers()
+    assert part.status == "interrupted" and part.total_steps == 2  # round 3 was dropped
+    assert len(list(csv.DictReader((tmp_path / "b" / "rewards.csv").open()))) == 2
+    second = LLMBuilder.build(spec, tokenizer=left_tokenizer)
+    train_llm_rollout([second], digit_env, max_steps=4, run_dir=tmp_path / "b", resume=True)
+    resumed = list(csv.DictReader((tmp_path / "b" / "rewards.csv").open()))
+    assert [r["reward"] for r in resumed] == [r["reward"] for r in rewards]
+    a, b = straight.trainable_state(), second.trainable_state()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_hpo_evolves_lr_beta_and_group_size(make_rollout_spec, digit_env, left_tokenizer) -> None:
     spec = make_rollout_spec("GRPO", group_size=4, batch_size=2, max_output_tokens=4, beta=0.001)
     population = population_on_one_base(spec, left_tokenizer, 3)

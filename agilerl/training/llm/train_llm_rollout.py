@@ -38,9 +38,11 @@ import torch
 from agilerl.arena.models.errors import RunFailure
 from agilerl.arena.models.training import CheckpointExportSpec
 from agilerl.llm import distributed
+from agilerl.llm.generation import stop_generation_when
 from agilerl.llm.rollout import Sample, collect
 from agilerl.llm.rollout_env import RolloutEnv
 from agilerl.logging.run_dir import CsvTable
+from agilerl.training.checkpointing import rng_state, set_rng_state
 from agilerl.training.engine import run_population
 from agilerl.training.llm.members import LLMMembers, llm_run_context
 from agilerl.training.population_loop import PopulationLoop
@@ -135,7 +137,9 @@ class RolloutMembers(LLMMembers):
         With asynchronous engines the next round of the generation is generated
         in a background thread while this one is learnt from (see
         :mod:`agilerl.llm.async_engines`); a stop keeps the prefetched round for
-        the checkpoint, and an engine failure the round it owed.
+        the checkpoint, and an engine failure the round it owed. With HF
+        ``generate``, a stop signal ends the round's generation at the next token and
+        the round is dropped (so a checkpoint waits for one decoding step, not a round).
         """
         stats = []
         agent.weight_sync_interval = self.weight_sync_interval
@@ -149,7 +153,14 @@ class RolloutMembers(LLMMembers):
             round_ = agent.batches
             started = time.perf_counter()
             if not self.asynchronous:
-                samples, version = self.generate(slot, agent, round_)
+                before = rng_state() if agent.generator is None else None
+                with stop_generation_when(lambda: loop.run.stop_requested is not None):
+                    samples, version = self.generate(slot, agent, round_)
+                if before is not None and self.stopping(loop):
+                    # A stop during generation drops the round: nothing was learnt from it,
+                    # and with the RNG as it was, a resumed run generates it again exactly.
+                    set_rng_state(before)
+                    break
             else:
                 if ahead is None or ahead.round != round_:
                     ahead = _Ahead.settle(self, slot, agent, round_)
