@@ -132,18 +132,32 @@ def join(device: str = "cpu") -> ProcessInfo:
     return info
 
 
+LEAVE_WAIT_SECONDS = 10.0
+"""Longest a process waits at exit for its peers before it destroys the group anyway."""
+
+
 def leave() -> None:
     """Destroy the process group, if any (registered at exit by :func:`join`).
 
     A process that exits with a gloo group still alive can abort during
     interpreter shutdown (gloo's worker threads outlive Python), so the group
-    is destroyed while the interpreter is whole. No barrier: a process leaving
-    after an error must not wait for peers that will never arrive.
+    is destroyed while the interpreter is whole. With gloo the processes first
+    meet at a barrier of at most :data:`LEAVE_WAIT_SECONDS`: one that destroyed its
+    half of a connection while a peer's gloo thread still used it aborted that peer
+    (``terminate called without an active exception``, seen under load). A process
+    leaving after an error waits at most that long for peers that will never arrive.
     """
+    import contextlib
+    import datetime
+
     import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    if dist.get_backend() == "gloo" and dist.get_world_size() > 1:
+        with contextlib.suppress(Exception):  # a peer is gone or late: leave anyway
+            dist.monitored_barrier(timeout=datetime.timedelta(seconds=LEAVE_WAIT_SECONDS))
+    dist.destroy_process_group()
 
 
 def broadcast(value: T) -> T:
