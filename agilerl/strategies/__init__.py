@@ -117,7 +117,7 @@ def with_run_defaults(manifest: TrainingManifest) -> TrainingManifest:
     if "eval_loop" in manifest.training.model_fields_set:
         return manifest
     strategy = select_strategy(manifest.algorithm)
-    if "eval_loop" not in strategy.acted_training_fields(manifest.algorithm):
+    if not strategy.evaluates_episodes:  # bandit and LLM evaluations are not episodes
         return manifest
     data = manifest.to_dict()
     data["training"]["eval_loop"] = RUN_EVAL_EPISODES

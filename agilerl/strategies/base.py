@@ -181,6 +181,9 @@ class TrainingStrategy(ABC):
     step_unit: ClassVar[tuple[str, str]] = ("step", "env steps")
     """What a step of ``training.max_steps`` is here (singular label, plural), for the
     progress lines and the run-end report."""
+    evaluates_episodes: ClassVar[bool] = False
+    """Its evaluation plays env episodes (``training.eval_loop`` of them), so a run that
+    leaves ``eval_loop`` unset gets :data:`~agilerl.strategies.RUN_EVAL_EPISODES`."""
     fitness_name: ClassVar[str] = "fitness"
     """What a member's fitness measures here (the greedy evaluation return for RL)."""
 

@@ -32,6 +32,8 @@ def multi_agent_kwargs(
 class PettingZooStrategy(TrainingStrategy):
     """Multi-agent paradigms trained on PettingZoo parallel envs, vectorised."""
 
+    evaluates_episodes = True
+
     requires: ClassVar[tuple[str, ...]] = ("pettingzoo",)
     training_fields: ClassVar[frozenset[str]] = RL_EVAL_FIELDS | {
         "sum_scores",

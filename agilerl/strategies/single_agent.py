@@ -47,6 +47,8 @@ def _off_policy_extras(training: TrainingSpec, memory: Any, n_step_memory: Any) 
 class GymVectorEnvStrategy(TrainingStrategy):
     """Single-agent paradigms trained on gymnasium vector envs."""
 
+    evaluates_episodes = True
+
     def make_envs(self, manifest: TrainingManifest, *, seed: int) -> EnvSetup:
         """A vector env of ``environment.num_envs`` copies and a factory for more.
 
