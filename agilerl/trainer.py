@@ -450,6 +450,21 @@ class LocalTrainer:
         if resume_state is not None and resume_state.rng is not None:
             set_rng_state(resume_state.rng)
 
+    def _plot_labels(self) -> dict[str, str]:
+        """Axis labels in the paradigm's units and the settings subtitle of the plot."""
+        strategy = self.strategy
+        steps = strategy.step_unit[1]
+        if self.manifest.training.pop_size > 1:
+            steps += " (population total)"
+        fitness = strategy.fitness_name
+        if fitness == "fitness":  # RL: the greedy evaluation return
+            fitness = "evaluation return"
+        return {
+            "x_label": steps,
+            "y_label": fitness,
+            "subtitle": plot_settings(self.manifest, self.seed, strategy.evaluates_episodes),
+        }
+
     def _write_summary(
         self, run_dir: RunDirectory, result: LoopResult, context: RunContext
     ) -> None:
@@ -485,6 +500,7 @@ class LocalTrainer:
         run_dir.plot_learning_curve(
             f"{self.spec.name} on {getattr(self.manifest.environment, 'name', '')}",
             self.manifest.training.target_score,
+            **self._plot_labels(),
         )
         if self.verbose:
             print(
@@ -497,6 +513,22 @@ class LocalTrainer:
                 ),
                 flush=True,
             )
+
+
+def plot_settings(manifest: TrainingManifest, seed: int | None, evaluates_episodes: bool) -> str:
+    """The settings that shape a learning curve, for its subtitle."""
+    training, spec = manifest.training, manifest.algorithm
+    parts = [f"seed {seed if seed is not None else 0}", f"population {training.pop_size}"]
+    lr = getattr(spec, "lr", None)
+    if lr is not None:
+        parts.append(f"lr {lr:g}")
+    if evaluates_episodes:
+        episodes = training.eval_loop
+        parts.append(f"{episodes} eval episode{'s' if episodes != 1 else ''}")
+    num_envs = getattr(manifest.environment, "num_envs", None)
+    if num_envs is not None and evaluates_episodes:
+        parts.append(f"{num_envs} envs")
+    return " · ".join(parts)
 
 
 def seeded_manifest(

@@ -128,50 +128,28 @@ class RunDirectory:
     def lineage_rows(self) -> list[dict[str, Any]]:
         return self._lineage.rows
 
-    def plot_learning_curve(self, title: str, target: float | None = None) -> Path | None:
-        """Evaluation return against env steps into ``plots/learning_curve.png``.
-
-        One agent: its fitness with a band of one evaluation std. A population:
-        every member as a faint line (no legend entry each), the population's
-        best and median per evaluation, and a band from its worst to its best;
-        the legend sits outside the axes.
-        """
+    def plot_learning_curve(
+        self,
+        title: str,
+        target: float | None = None,
+        *,
+        subtitle: str | None = None,
+        x_label: str = "env steps (population total)",
+        y_label: str = "evaluation return",
+    ) -> Path | None:
+        """The learning curve (see :func:`learning_curve_figure`) into
+        ``plots/learning_curve.png``."""
         if not self.metrics_rows:
             return None
-        import matplotlib
-
-        matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        import numpy as np
 
-        curves = learning_curves(self.metrics_rows)
-        fig, ax = plt.subplots(figsize=(8, 4.2))
-        if len(curves["members"]) == 1:
-            ((steps, fitness, std),) = curves["members"].values()
-            ax.plot(steps, fitness, marker=".", color="C0", label="fitness")
-            if any(np.isfinite(std)):
-                ax.fill_between(
-                    steps, fitness - std, fitness + std, color="C0", alpha=0.2, label="± 1 std"
-                )
-        else:
-            for steps, fitness, _std in curves["members"].values():
-                ax.plot(steps, fitness, color="grey", alpha=0.25, linewidth=0.8)
-            steps, best, median, worst = curves["population"]
-            ax.fill_between(steps, worst, best, color="C0", alpha=0.15, label="worst to best")
-            ax.plot(steps, best, color="C0", linewidth=2, label="best")
-            ax.plot(steps, median, color="C1", linewidth=1.5, label="median")
-            ax.plot([], [], color="grey", alpha=0.4, label=f"members ({len(curves['members'])})")
-        if target is not None:
-            ax.axhline(target, color="black", linestyle="--", linewidth=1, label="target")
-        ax.set_xlabel("env steps (population total)")
-        ax.set_ylabel("evaluation return")
-        ax.set_title(title)
-        ax.grid(alpha=0.3)
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        fig = learning_curve_figure(
+            self.metrics_rows, title, target=target, subtitle=subtitle, x_label=x_label,
+            y_label=y_label,
+        )  # fmt: skip
         with disk_full_guard(self.plots_dir):
             self.plots_dir.mkdir(exist_ok=True)
         path = self.plots_dir / "learning_curve.png"
-        fig.tight_layout()
         with disk_full_guard(path):
             fig.savefig(path, dpi=100)
         plt.close(fig)
@@ -214,6 +192,60 @@ class RunDirectory:
             fig.savefig(path, dpi=90)
         plt.close(fig)
         return path
+
+
+def learning_curve_figure(
+    rows: list[dict[str, Any]],
+    title: str,
+    *,
+    target: float | None = None,
+    subtitle: str | None = None,
+    x_label: str = "env steps (population total)",
+    y_label: str = "evaluation return",
+) -> Any:
+    """Fitness against steps, labelled with the run's units and settings.
+
+    One agent: its fitness with a band of one evaluation std. A population:
+    every member as a faint line (no legend entry each), the population's best
+    and median per evaluation, and a band from its worst to its best; the legend
+    sits outside the axes. ``subtitle`` (the settings that shape the curve: seed,
+    population, learning rate, evaluation episodes) goes under the title.
+
+    Returns:
+        The matplotlib figure (the caller saves and closes it).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    curves = learning_curves(rows)
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    if len(curves["members"]) == 1:
+        ((steps, fitness, std),) = curves["members"].values()
+        ax.plot(steps, fitness, marker=".", color="C0", label=y_label)
+        if any(np.isfinite(std)):
+            ax.fill_between(
+                steps, fitness - std, fitness + std, color="C0", alpha=0.2, label="± 1 std"
+            )
+    else:
+        for steps, fitness, _std in curves["members"].values():
+            ax.plot(steps, fitness, color="grey", alpha=0.25, linewidth=0.8)
+        steps, best, median, worst = curves["population"]
+        ax.fill_between(steps, worst, best, color="C0", alpha=0.15, label="worst to best")
+        ax.plot(steps, best, color="C0", linewidth=2, label="best")
+        ax.plot(steps, median, color="C1", linewidth=1.5, label="median")
+        ax.plot([], [], color="grey", alpha=0.4, label=f"members ({len(curves['members'])})")
+    if target is not None:
+        ax.axhline(target, color="black", linestyle="--", linewidth=1, label=f"target {target:g}")
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
+    ax.set_title(f"{title}\n{subtitle}" if subtitle else title, fontsize=11)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()
+    return fig
 
 
 def learning_curves(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -48,3 +48,26 @@ def test_a_37_member_population_plots_and_a_single_agent_gets_a_std_band(tmp_pat
     )
     reread = RunDirectory(tmp_path / "one")  # strings from the CSV plot the same
     assert reread.plot_learning_curve("one") is not None
+
+
+def test_the_plot_is_labelled_with_the_run_units_and_settings(tmp_path: Path) -> None:
+    """Issue 33: a curve read at a glance says what its axes count and how it was made."""
+    import matplotlib.pyplot as plt
+
+    from agilerl.logging.run_dir import learning_curve_figure
+    from agilerl.trainer import LocalTrainer
+
+    trainer = LocalTrainer(
+        {"name": "PPO", "lr": 3e-4}, {"name": "CartPole-v1", "num_envs": 4},
+        {"target_score": 475}, seed=7, run_dir=tmp_path / "run", verbose=False,
+    )  # fmt: skip
+    labels = trainer._plot_labels()
+    assert labels["x_label"] == "env steps" and labels["y_label"] == "evaluation return"
+    assert labels["subtitle"] == "seed 7 · population 1 · lr 0.0003 · 10 eval episodes · 4 envs"
+    rows = [{"step": s, "agent": 0, "fitness": s / 10, "eval_std": 2.0} for s in (1, 2)]
+    fig = learning_curve_figure(rows, "PPO on CartPole-v1", target=475, **labels)
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "env steps" and ax.get_ylabel() == "evaluation return"
+    assert ax.get_title().splitlines() == ["PPO on CartPole-v1", labels["subtitle"]]
+    assert "target 475" in [t.get_text() for t in ax.get_legend().get_texts()]
+    plt.close(fig)
