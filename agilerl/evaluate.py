@@ -11,6 +11,8 @@ directory, or one ``agent_<i>.pt`` file; the env comes from the run's
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,32 +153,32 @@ def evaluate_checkpoint(
     if isinstance(env_spec, PettingZooEnvSpec):
         from agilerl.evaluate_multi_agent import run_multi_agent_episodes
 
-        summed, per_agent, frames = run_multi_agent_episodes(
-            algo, env_spec, episodes=episodes, seed=seed, render=bool(video)
-        )
-        video_path = _write_video(Path(video), frames, fps) if video else None
+        with VideoWriter.optional(video, fps) as writer:
+            summed, per_agent = run_multi_agent_episodes(
+                algo, env_spec, episodes=episodes, seed=seed, on_frame=writer
+            )
+        video_path = Path(video) if video else None
         return EvaluationResult(summed, agent_file, video_path, agent_returns=per_agent)
     env = make_single_env(env_spec, render_mode="rgb_array" if video else None)
-    frames: list[Any] = []
     returns = []
     try:
         check_spaces(algo, env, env_spec)
-        for episode in range(episodes):
-            obs, _ = env.reset(seed=seed + episode)
-            if hasattr(algo, "reset_state"):  # a recurrent policy starts from a zero state
-                algo.reset_state()
-            total, done = 0.0, False
-            while not done:
-                if video:
-                    frames.append(env.render())
-                obs, reward, terminated, truncated, _ = env.step(greedy_action(algo, obs))
-                total += float(reward)
-                done = terminated or truncated
-            returns.append(total)
+        with VideoWriter.optional(video, fps) as writer:
+            for episode in range(episodes):
+                obs, _ = env.reset(seed=seed + episode)
+                if hasattr(algo, "reset_state"):  # a recurrent policy starts from a zero state
+                    algo.reset_state()
+                total, done = 0.0, False
+                while not done:
+                    if writer is not None:
+                        writer(env.render())
+                    obs, reward, terminated, truncated, _ = env.step(greedy_action(algo, obs))
+                    total += float(reward)
+                    done = terminated or truncated
+                returns.append(total)
     finally:
         env.close()
-    video_path = _write_video(Path(video), frames, fps) if video else None
-    return EvaluationResult(returns, agent_file, video_path)
+    return EvaluationResult(returns, agent_file, Path(video) if video else None)
 
 
 def greedy_action(agent: Any, obs: Any) -> Any:
@@ -221,11 +223,44 @@ def _batch(obs: Any) -> Any:
     return np.asarray(obs)[None]
 
 
-def _write_video(path: Path, frames: list[Any], fps: int) -> Path:
-    try:
-        import imageio.v2 as imageio
-    except ImportError:
-        raise ConfigError("--video needs the video extra: pip install 'agilerl[video]'") from None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    imageio.mimsave(path, frames, fps=fps)
-    return path
+class VideoWriter:
+    """Streams frames to the encoder as they are rendered (``.mp4`` via ffmpeg, ``.gif``):
+    a long evaluation never holds its frames in memory (10 CartPole episodes are ~3.6 GB
+    of frames)."""
+
+    def __init__(self, path: Path, fps: int) -> None:
+        try:
+            import imageio.v2 as imageio
+        except ImportError:
+            raise ConfigError(
+                "--video needs the video extra: pip install 'agilerl[video]'"
+            ) from None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._writer = imageio.get_writer(path, mode="I", fps=fps)
+        except (ValueError, OSError, RuntimeError) as exc:
+            raise ConfigError(
+                f"--video {path}: cannot write it ({exc}); use a .mp4 or .gif path"
+            ) from None
+        self.path, self.frames = path, 0
+
+    def __call__(self, frame: Any) -> None:
+        """Encode one ``rgb_array`` frame."""
+        self._writer.append_data(np.asarray(frame))
+        self.frames += 1
+
+    def close(self) -> None:
+        self._writer.close()
+
+    @classmethod
+    @contextlib.contextmanager
+    def optional(cls, path: str | Path | None, fps: int) -> Iterator[VideoWriter | None]:
+        """A writer for ``path`` (closed at the end), or ``None`` without a path."""
+        if not path:
+            yield None
+            return
+        writer = cls(Path(path), fps)
+        try:
+            yield writer
+        finally:
+            writer.close()

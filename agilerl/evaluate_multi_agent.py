@@ -10,7 +10,7 @@ result holds each episode's return summed over agents (what training's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -62,8 +62,8 @@ def run_multi_agent_episodes(
     *,
     episodes: int,
     seed: int,
-    render: bool = False,
-) -> tuple[list[float], dict[str, list[float]], list[Any]]:
+    on_frame: Callable[[Any], None] | None = None,
+) -> tuple[list[float], dict[str, list[float]]]:
     """Run greedy episodes on one copy of ``env_spec``.
 
     Args:
@@ -71,10 +71,11 @@ def run_multi_agent_episodes(
         env_spec: The run's PettingZoo env.
         episodes: Episodes to run.
         seed: Episode ``i`` starts from ``reset(seed=seed + i)``.
-        render: Collect ``rgb_array`` frames (for a video).
+        on_frame: Called with each ``rgb_array`` frame as it is rendered (a video
+            encoder: frames are streamed, never all held in memory).
 
     Returns:
-        ``(summed returns, {agent_id: returns}, frames)``.
+        ``(summed returns, {agent_id: returns})``.
 
     Raises:
         ConfigError: If the env cannot be made or does not fit the agent.
@@ -82,10 +83,9 @@ def run_multi_agent_episodes(
     from agilerl.envs.pettingzoo import ParallelEnvFactory
 
     config = dict(env_spec.env_config or {})
-    if render:
+    if on_frame is not None:
         config["render_mode"] = "rgb_array"
     env = ParallelEnvFactory(env_spec.name, config)()
-    frames: list[Any] = []
     per_agent: dict[str, list[float]] = {a: [] for a in agent.agents}
     summed: list[float] = []
     try:
@@ -94,8 +94,8 @@ def run_multi_agent_episodes(
             obs, _ = env.reset(seed=seed + episode)
             totals = dict.fromkeys(agent.agents, 0.0)
             while env.agents:
-                if render:
-                    frames.append(env.render())
+                if on_frame is not None:
+                    on_frame(env.render())
                 actions = agent.act(_padded(obs, agent.observation_spaces), greedy=True)
                 obs, rewards, _, _, _ = env.step({a: actions[a][0] for a in env.agents})
                 for name, reward in rewards.items():
@@ -105,4 +105,4 @@ def run_multi_agent_episodes(
             summed.append(float(sum(totals.values())))
     finally:
         env.close()
-    return summed, per_agent, frames
+    return summed, per_agent

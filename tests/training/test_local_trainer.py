@@ -470,3 +470,34 @@ def test_wandb_offline_logs_config_and_keeps_the_run_id_on_resume(
     resumed.train()
     ids = {p.name.rsplit("-", 1)[-1] for p in (run / "wandb").glob("offline-run-*")}
     assert ids == {run_id}
+
+
+def test_video_frames_are_streamed_to_the_encoder(tmp_path: Path, monkeypatch) -> None:
+    """Issue 33: frames go to the encoder as rendered (none are kept), for .mp4 and .gif."""
+    pytest.importorskip("imageio")
+    import imageio.v2 as imageio
+
+    from agilerl import evaluate as evaluation
+
+    small_run(tmp_path, max_steps=1024).train()
+    held: list[int] = []
+    original = evaluation.VideoWriter.__call__
+
+    def watch(self, frame) -> None:  # the encoder has every earlier frame already
+        held.append(self.frames)
+        original(self, frame)
+
+    monkeypatch.setattr(evaluation.VideoWriter, "__call__", watch)
+    for suffix in ("mp4", "gif"):
+        held.clear()
+        path = tmp_path / f"episodes.{suffix}"
+        result = evaluation.evaluate_checkpoint(tmp_path / "run", episodes=2, video=path)
+        steps = int(sum(result.returns))  # CartPole: one reward per step
+        assert held == list(range(steps))
+        if suffix == "mp4":
+            assert imageio.get_reader(path).count_frames() == steps
+        else:
+            from PIL import Image
+
+            with Image.open(path) as gif:  # (pillow merges identical consecutive frames)
+                assert 1 < gif.n_frames <= steps
