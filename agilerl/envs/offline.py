@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from agilerl.arena.models.errors import ConfigError
+from agilerl.arena.models.errors import ConfigError, input_errors
 
 MDP_KEYS = ("observations", "actions", "rewards", "terminals", "episode_terminals")
 HDF5_SUFFIXES = (".h5", ".hdf5")
@@ -173,17 +173,11 @@ def load_minari(dataset_id: str, *, remote: bool = False) -> OfflineDataset:
         ConfigError: If the dataset is not stored locally (and ``remote`` is off),
             or its observations are not plain arrays.
     """
-    try:
+    with input_errors(  # minari and h5py raise many types for damaged files
+        f"environment.minari_dataset_id: {dataset_id!r} in {minari_root()} cannot be read",
+        "record it again with scripts/make_offline_dataset.py",
+    ):
         return _read_minari(dataset_id, remote)
-    except ConfigError:
-        raise
-    except Exception as exc:  # minari and h5py raise many types for damaged files
-        detail = str(exc).splitlines()[0][:300] if str(exc) else ""
-        raise ConfigError(
-            f"environment.minari_dataset_id: {dataset_id!r} in {minari_root()} cannot be read "
-            f"({type(exc).__name__}: {detail}); record it again with "
-            "scripts/make_offline_dataset.py"
-        ) from None
 
 
 def _read_minari(dataset_id: str, remote: bool) -> OfflineDataset:
@@ -234,9 +228,20 @@ def _read_mdp_arrays(path: Path) -> dict[str, np.ndarray]:
 
             with h5py.File(path, "r") as handle:
                 missing = [k for k in MDP_KEYS if k not in handle]
-                arrays = {k: np.asarray(handle[k][()]) for k in MDP_KEYS if k in handle}
+                present = [k for k in MDP_KEYS if k in handle]
+                _check_expansion(
+                    path,
+                    sum(handle[k].size * handle[k].dtype.itemsize for k in present),
+                    sum(handle[k].id.get_storage_size() for k in present),
+                )
+                arrays = {k: np.asarray(handle[k][()]) for k in present}
                 env_id = handle.attrs.get("env_id")
         else:
+            with zipfile.ZipFile(path) as archive:
+                members = archive.infolist()
+                _check_expansion(
+                    path, sum(m.file_size for m in members), sum(m.compress_size for m in members)
+                )
             with np.load(path, allow_pickle=False) as handle:
                 missing = [k for k in MDP_KEYS if k not in handle.files]
                 arrays = {k: handle[k] for k in MDP_KEYS if k in handle.files}
@@ -264,6 +269,23 @@ def _read_mdp_arrays(path: Path) -> dict[str, np.ndarray]:
             env_id = env_id.decode(errors="replace")
         arrays["env_id"] = np.asarray(str(env_id))
     return arrays
+
+
+MAX_EXPANSION = 200
+"""Most an MDP file's arrays may expand over the bytes it stores (compression)."""
+SMALL_ARRAYS = 64 * 2**20
+"""Bytes of arrays read whatever their expansion."""
+
+
+def _check_expansion(path: Path, declared: int, stored: int) -> None:
+    """Refuse a file whose arrays declare far more bytes than it stores (an HDF5 dataset
+    of fill values, a zip bomb): a 3 KB file can otherwise ask for 36 GB."""
+    if declared > SMALL_ARRAYS and declared > MAX_EXPANSION * max(stored, 1):
+        raise ConfigError(
+            f"environment.dataset_path: {path} declares {declared:,} bytes of arrays but "
+            f"stores {stored:,}: it is corrupt or not a recorded dataset; record it again "
+            "with python scripts/make_offline_dataset.py"
+        )
 
 
 def _check_mdp_shapes(path: Path, arrays: dict[str, np.ndarray]) -> None:

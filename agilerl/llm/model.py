@@ -36,19 +36,13 @@ def unreadable_model_files(name_or_path: str | Path, what: str) -> Iterator[None
     """Turn any error transformers raises while reading a model folder into a
     :class:`ConfigError` naming the folder (malformed config or tokenizer files, truncated
     weights: transformers raises a dozen exception types for them)."""
-    from agilerl.arena.models.errors import ConfigError
+    from agilerl.arena.models.errors import input_errors
 
-    try:
+    with input_errors(
+        f"network.pretrained_model_name_or_path: the {what} in {name_or_path} cannot be loaded",
+        "save it again with save_pretrained, or point at another model folder",
+    ):
         yield
-    except ConfigError:
-        raise
-    except Exception as exc:  # the folder's content is at fault, not our code
-        detail = str(exc).splitlines()[0][:300] if str(exc) else ""
-        raise ConfigError(
-            f"network.pretrained_model_name_or_path: the {what} in {name_or_path} cannot be "
-            f"loaded ({type(exc).__name__}: {detail}); save it again with save_pretrained, "
-            "or point at another model folder"
-        ) from None
 
 
 def load_tokenizer(name_or_path: str | Path, *, padding_side: str = "right", **kwargs: Any) -> Any:

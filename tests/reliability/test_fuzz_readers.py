@@ -10,13 +10,15 @@ Each example has a time bound (hypothesis ``deadline``) and each test a memory b
 (the growth of the process's peak resident set).
 
 The default suite draws :data:`QUICK` examples per reader; the slow suite runs the same
-tests again with :data:`THOROUGH`.
+tests again with :data:`THOROUGH`. Both draw the same examples every run; set
+``AGILERL_FUZZ_EXPLORE=1`` to explore new ones.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import resource
 import shutil
 import string
@@ -52,6 +54,11 @@ def examples(request: pytest.FixtureRequest) -> Iterator[int]:
     assert grown_mb < MEMORY_GROWTH_MB, f"peak memory grew by {grown_mb:.0f} MB"
 
 
+EXPLORE = os.environ.get("AGILERL_FUZZ_EXPLORE") == "1"
+"""``AGILERL_FUZZ_EXPLORE=1`` draws new examples every run (finding new defects); CI draws
+the same ones every time (``derandomize``), so a run's result does not depend on chance."""
+
+
 def fuzz(strategy: st.SearchStrategy, check: Callable[[Any], None], examples: int) -> None:
     """Run ``check`` on ``examples`` draws of ``strategy`` (no example database: CI is fresh)."""
 
@@ -59,6 +66,7 @@ def fuzz(strategy: st.SearchStrategy, check: Callable[[Any], None], examples: in
         max_examples=examples,
         deadline=DEADLINE,
         database=None,
+        derandomize=not EXPLORE,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
     @given(strategy)
@@ -428,8 +436,6 @@ def model_damage(draw: st.DrawFn, folder: Path) -> tuple[str, bytes]:
 
 
 def test_model_folders(model_dir: Path, tmp_path: Path, examples: int) -> None:
-    import os
-
     from agilerl.llm.model import load_causal_lm, load_tokenizer
     from agilerl.strategies.llm import check_model_folder
 
@@ -459,7 +465,6 @@ MINARI_ID = "cartpole/fuzz-v0"
 @pytest.fixture(scope="module")
 def minari_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A real Minari dataset recorded by our script, in a root of its own."""
-    import os
     import sys
 
     pytest.importorskip("minari")

@@ -127,3 +127,33 @@ def test_a_file_size_limit_while_checkpointing_exits_2_and_keeps_the_checkpoints
     kept = sorted(p.name for p in (run_dir / "checkpoints").iterdir() if p.is_dir())
     assert kept == ["step_000000004096"]  # the earlier checkpoint, whole; no temp folder left
     assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step_000000004096"
+
+
+def test_mdp_files_that_declare_far_more_than_they_store_are_refused(tmp_path: Path) -> None:
+    """A 3 KB HDF5 file of fill-value datasets asked for 36 GB; a zip bomb in an .npz."""
+    import zipfile
+
+    import numpy as np
+
+    from agilerl.arena.models.errors import ConfigError
+    from agilerl.envs.offline import load_offline_dataset
+
+    h5py = pytest.importorskip("h5py")
+    bomb = tmp_path / "bomb.h5"
+    with h5py.File(bomb, "w") as handle:
+        handle.create_dataset("observations", shape=(10**9, 4), dtype="f4")
+        for key in ("actions", "rewards", "terminals", "episode_terminals"):
+            handle.create_dataset(key, shape=(10**9,), dtype="f4")
+    assert bomb.stat().st_size < 10_000
+    with pytest.raises(ConfigError, match="declares 32,000,000,000 bytes of arrays but stores 0"):
+        load_offline_dataset(dataset_path=str(bomb))
+    zipped = tmp_path / "bomb.npz"
+    chunk = np.zeros(2**20, np.uint8).tobytes()
+    with (
+        zipfile.ZipFile(zipped, "w", zipfile.ZIP_DEFLATED) as archive,
+        archive.open("observations.npy", "w", force_zip64=True) as member,
+    ):
+        for _ in range(128):  # 128 MiB of zeros in ~130 KB
+            member.write(chunk)
+    with pytest.raises(ConfigError, match="declares 134,217,728 bytes"):
+        load_offline_dataset(dataset_path=str(zipped))

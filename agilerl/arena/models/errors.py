@@ -7,10 +7,11 @@ A :class:`RunFailure` (not the user's doing) is printed the same way and exits 1
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import types
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +51,23 @@ class ConfigError(Exception):
         """All problems, one ``error:`` line each."""
         prefix = f"{self.source}: " if self.source else ""
         return "\n".join(f"error: {prefix}{problem}" for problem in self.problems)
+
+
+@contextlib.contextmanager
+def input_errors(what: str, fix: str) -> Iterator[None]:
+    """Turn any exception a third-party reader raises for a malformed input into a
+    :class:`ConfigError`: ``"<what> (<Type>: <first line>); <fix>"``.
+
+    For readers (transformers, minari, h5py) that raise a dozen exception types for damaged
+    files; a :class:`ConfigError` raised inside passes unchanged.
+    """
+    try:
+        yield
+    except ConfigError:
+        raise
+    except Exception as exc:  # the input is at fault: the reader's own message is kept
+        detail = str(exc).splitlines()[0][:300] if str(exc) else ""
+        raise ConfigError(f"{what} ({type(exc).__name__}: {detail}); {fix}") from None
 
 
 class RunFailure(RuntimeError):
