@@ -98,25 +98,19 @@ def prepare_argv(conf_dir: Path) -> None:
         args = normalise_overrides(sys.argv[1:], conf_dir)
     except ConfigError as error:
         fail(error)
-    if {"-m", "--multirun"} & set(args):
-        from agilerl.launch.ledger import check_sweep_dir, hold_sweep_dir
+    dry_run = _value_of(args, "dry_run") in ("true", "True")
+    sweep_dir = _value_of(args, "hydra.sweep.dir")
+    try:
+        if {"-m", "--multirun"} & set(args) and sweep_dir is not None:
+            from agilerl.launch.ledger import check_sweep_dir, hold_sweep_dir
 
-        sweep_dir = _value_of(args, "hydra.sweep.dir")
-        dry = any(a.replace("+", "") in ("dry_run=true", "dry_run=True") for a in args)
-        if sweep_dir is not None:
-            try:
-                check_sweep_dir(sweep_dir)
-                if not dry:  # before Hydra writes multirun.yaml into it
-                    hold_sweep_dir(sweep_dir)
-            except ConfigError as error:
-                fail(error)
-    dry_run = any(a.replace("+", "") in ("dry_run=true", "dry_run=True") for a in args)
-    if not dry_run:
-        try:
-            dry_run = hydra_dir_unneeded(args, Path.cwd())
-        except ConfigError as error:
-            fail(error)
-    if dry_run:  # (or a pinned run dir in a read-only folder) Hydra writes nothing
+            check_sweep_dir(sweep_dir)
+            if not dry_run:  # before Hydra writes multirun.yaml into it
+                hold_sweep_dir(sweep_dir)
+        quiet = dry_run or hydra_dir_unneeded(args, Path.cwd())
+    except ConfigError as error:
+        fail(error)
+    if quiet:  # a dry run (or a pinned run dir in a read-only folder): Hydra writes nothing
         args += [a for a in _QUIET_HYDRA if a.split("=")[0] not in {x.split("=")[0] for x in args}]
     sys.argv[1:] = args
 

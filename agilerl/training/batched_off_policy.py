@@ -134,7 +134,6 @@ def train_off_policy_batched(
     saved_credit = (state.extra.get(STATE_KEY) or {}).get("learn_credit") if state else None
     if saved_credit is not None and len(saved_credit) == size:
         learn_credit = [float(c) for c in saved_credit]
-    run.extra_state[STATE_KEY] = {"learn_credit": learn_credit}  # the sequential trainer's key
     try:
         while not loop.finished():
             loop.begin_generation()
@@ -188,6 +187,7 @@ def train_off_policy_batched(
                     }
                 )
             loop.epsilons = list(epsilons)
+            # (under the sequential trainer's key: either mode resumes the other's checkpoint)
             run.extra_state[STATE_KEY] = {"learn_credit": list(learn_credit)}
             evaluate_and_evolve(
                 loop,
