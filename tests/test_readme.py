@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import shlex
 import subprocess
 import sys
@@ -44,33 +45,16 @@ SMALL_SWEEP = {**SMALL, "training.max_steps": "1024", "training.evo_steps": "512
 
 
 # --- the README, parsed ------------------------------------------------------------------
-def code_blocks(text: str) -> list[tuple[str, str]]:
-    """``(language, body)`` of every fenced block."""
-    return [(m[1], m[2]) for m in re.finditer(r"```(\w*)\n(.*?)```", text, re.S)]
-
-
-def bash_commands(body: str) -> list[str]:
-    """Commands of a bash block: continuations joined, trailing ``  # comments`` dropped."""
-    commands, current = [], ""
-    for line in body.splitlines():
-        line = re.split(r"\s{2,}#\s", line, maxsplit=1)[0].rstrip()
-        if not line or line.startswith("#"):
-            continue
-        if line.endswith("\\"):
-            current += line[:-1].strip() + " "
-            continue
-        commands.append((current + line.strip()).strip())
-        current = ""
-    return commands
+sys.path.insert(0, str(REPO / "scripts"))
+from readme_commands import (  # noqa: E402
+    code_blocks,
+    readme_comments,
+    stated_seconds,
+)
 
 
 def readme_commands() -> list[str]:
-    return [
-        c
-        for lang, body in code_blocks(README.read_text())
-        if lang == "bash"
-        for c in bash_commands(body)
-    ]
+    return list(readme_comments())
 
 
 def readme_error_examples() -> list[tuple[str, list[str]]]:
@@ -417,6 +401,17 @@ def run_shell(command: str, cwd: Path, timeout: int = 1800) -> subprocess.Comple
     )
 
 
+README_CORES = 2
+"""The README's times are wall seconds on this many cores (the CI machine's)."""
+TIME_SLACK = 1.5
+
+
+def _children_cpu_seconds() -> float:
+    """User + system CPU seconds of every finished child process of this one."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 # --- fixtures: what placeholder paths in the README stand for ------------------------------
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -483,9 +478,21 @@ def test_readme_command(
         fixtures["sweep"] = request.getfixturevalue("finished_sweep")
     if "manifest" in case.needs:
         _manifest(tmp_path)
+    before = _children_cpu_seconds()
     done = run_shell(shell_command(command, case, fixtures), REPO if case.in_repo else tmp_path)
+    cpu_seconds = _children_cpu_seconds() - before
     output = done.stdout + done.stderr
     assert done.returncode == case.rc, output[-3000:]
+    stated = stated_seconds(readme_comments()[command])
+    if FULL and stated is not None:
+        # The README states wall time on two cores, so a command that keeps its word uses
+        # at most 2 x that in CPU time; CPU time, unlike wall time, does not grow when
+        # other tests share the machine. The slack absorbs seed-to-seed spread.
+        bound = README_CORES * stated * TIME_SLACK
+        assert cpu_seconds <= bound, (
+            f"{command}: {cpu_seconds:.0f} CPU s, the README says ~{stated:.0f} s on "
+            f"{README_CORES} cores (bound {bound:.0f} CPU s)"
+        )
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     for text in case.expect:
         assert text in output, f"{text!r} not in the output:\n{output[-3000:]}"

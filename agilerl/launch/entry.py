@@ -199,6 +199,22 @@ def run_task(cfg: Any) -> float | None:
             remove_if_fresh(hydra_dir)
 
 
+def _print_budget_note(manifest: Any) -> None:
+    """Say when the budget far exceeds what the preset needed in ``benchmarks/``."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from agilerl.launch.budget_note import budget_note
+    from agilerl.strategies import select_strategy
+
+    if not HydraConfig.initialized():
+        return
+    choices = dict(HydraConfig.get().runtime.choices)
+    unit = select_strategy(manifest.algorithm_with_network()).step_unit[1]
+    note = budget_note(manifest, choices, unit)
+    if note:
+        print(note, file=sys.stderr)
+
+
 def _run_task(cfg: Any) -> float | None:
     from hydra.core.hydra_config import HydraConfig
 
@@ -240,6 +256,8 @@ def _run_task(cfg: Any) -> float | None:
             return None
         from agilerl.launch.run import train_manifest
 
+        if process_info().is_main:
+            _print_budget_note(manifest)
         if job is None:
             try:
                 return train_manifest(manifest, options).best_fitness

@@ -378,7 +378,14 @@ def write_table(name: str, lines: list[dict[str, Any]], out: Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run the rows' seeds and write their tables."""
+    """Run the rows' seeds and write their tables (``--readme``: time the README's commands)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--readme" in argv:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from readme_times import main as readme_main
+
+        readme_main([a for a in argv if a != "--readme"])
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", nargs="*", help="Row keys (default: all; see --list).")
     parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2, 3, 4])
@@ -386,6 +393,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--runs", help="Run directories (default: <out>/runs).")
     parser.add_argument("--out", help="Where the tables go (default: the repo's benchmarks/).")
     parser.add_argument("--list", action="store_true", help="Print the rows and exit.")
+    parser.add_argument("--readme", action="store_true", help="Time the README commands instead.")
     args = parser.parse_args(argv)
     if args.list:
         for row in ROWS:
