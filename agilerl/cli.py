@@ -189,6 +189,9 @@ def _sweep(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``agilerl`` console script."""
+    from agilerl.logging.console import plain_warnings
+
+    plain_warnings()
     args = build_parser().parse_args(argv)
     try:
         if args.command == "validate":

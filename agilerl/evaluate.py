@@ -12,6 +12,7 @@ directory, or one ``agent_<i>.pt`` file; the env comes from the run's
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -228,7 +229,15 @@ class VideoWriter:
     a long evaluation never holds its frames in memory (10 CartPole episodes are ~3.6 GB
     of frames)."""
 
+    MACRO_BLOCK = 16
+    """ffmpeg's block size: frames are padded to a multiple of it (imageio would resize
+    them with a console warning)."""
+
     def __init__(self, path: Path, fps: int) -> None:
+        # Frames are rendered off-screen: pygame needs no display or sound device, and
+        # without these SDL prints an XDG_RUNTIME_DIR error on a headless machine.
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
         try:
             import imageio.v2 as imageio
         except ImportError:
@@ -246,7 +255,12 @@ class VideoWriter:
 
     def __call__(self, frame: Any) -> None:
         """Encode one ``rgb_array`` frame."""
-        self._writer.append_data(np.asarray(frame))
+        frame = np.asarray(frame)
+        block = self.MACRO_BLOCK
+        pad = [(0, -frame.shape[0] % block), (0, -frame.shape[1] % block)]
+        if any(after for _, after in pad):
+            frame = np.pad(frame, pad + [(0, 0)] * (frame.ndim - 2), mode="edge")
+        self._writer.append_data(frame)
         self.frames += 1
 
     def close(self) -> None:

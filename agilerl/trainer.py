@@ -29,6 +29,7 @@ from agilerl.builders import select_builder
 from agilerl.extras import require
 from agilerl.launch.options import LoggerOptions
 from agilerl.launch.preflight import preflight
+from agilerl.launch.presets import merge_tuned_network, preset_sections
 from agilerl.launch.run_names import run_name
 from agilerl.logging.loggers import FanOut, MetricSink, TensorBoardSink, WandbSink
 from agilerl.logging.progress import TrainingProgress
@@ -66,6 +67,28 @@ def _section(value: Any) -> Any:
     return value.model_dump(exclude_unset=True) if hasattr(value, "model_dump") else value
 
 
+def _merged(base: Any, top: Any) -> Any:
+    """``top`` over ``base``, mappings merged key by key (as Hydra composes overrides)."""
+    if not isinstance(base, dict) or not isinstance(top, dict):
+        return base if top is None else top
+    return {**base, **{k: _merged(base.get(k), v) for k, v in top.items()}}
+
+
+def _with_presets(data: dict[str, Any]) -> dict[str, Any]:
+    """The given sections on top of the env group and tuned preset ``train.py`` composes."""
+    algorithm, environment = data["algorithm"], data["environment"]
+    if not isinstance(algorithm, dict) or not isinstance(environment, dict):
+        return data
+    base = preset_sections(str(algorithm.get("name", "")), environment)
+    layered = dict(data)
+    for name, preset in base.items():
+        if name == "network":
+            layered[name] = merge_tuned_network(preset, data.get(name))
+        else:
+            layered[name] = _merged(preset, data.get(name))
+    return layered
+
+
 class LocalTrainer:
     """Trains a manifest's population on this machine and fills a run directory.
 
@@ -92,6 +115,10 @@ class LocalTrainer:
         verbose: Show the live progress display.
         accept_changed_inputs: Resume even though an input file (base model, dataset,
             reward file) changed since the run started (``inputs.json``).
+        presets: Layer the sections on the env's conf group and the pair's tuned preset
+            (``conf/env/``, ``conf/tuned/``), as ``train.py algorithm=<a> env=<e>`` does,
+            so both train the same manifest; ``False`` starts from the specs' defaults
+            (``train.py env=custom``). :meth:`from_manifest` never adds presets.
 
     Raises:
         ConfigError: If the sections do not form a valid manifest.
@@ -117,6 +144,7 @@ class LocalTrainer:
         verbose: bool = True,
         trust_code: bool = False,
         accept_changed_inputs: bool = False,
+        presets: bool = True,
     ) -> None:
         data = {
             "algorithm": _algorithm_section(algorithm),
@@ -127,6 +155,8 @@ class LocalTrainer:
             "mutation": _section(mutation),
             "tournament_selection": _section(tournament_selection),
         }
+        if presets:
+            data = _with_presets(data)
         manifest = TrainingManifest.from_dict({k: v for k, v in data.items() if v is not None})
         self._init(
             manifest,
@@ -346,6 +376,7 @@ class LocalTrainer:
                     seed=self.seed,
                     device=self.device,
                     total_steps=training.max_steps,
+                    rollout_mode=training.rollout_mode,
                 ),
             )
             if agent_states is not None:

@@ -125,7 +125,13 @@ class LLMBuilder(AlgorithmBuilder):
 
 
 def population_on_one_base(
-    spec: Any, tokenizer: Any, size: int, *, device: str = "cpu", builder: Any = None
+    spec: Any,
+    tokenizer: Any,
+    size: int,
+    *,
+    device: str = "cpu",
+    builder: Any = None,
+    rollout_mode: str = "",
 ) -> list[Any]:
     """``size`` agents whose LoRA adapters sit on one shared base model.
 
@@ -135,15 +141,22 @@ def population_on_one_base(
         size: Population size.
         device: Torch device.
         builder: The builder class (default :class:`LLMBuilder`).
+        rollout_mode: ``training.rollout_mode`` (see :meth:`LLMBuilder.build`).
     """
     builder = builder or LLMBuilder
-    first = builder.build(spec, tokenizer=tokenizer, runtime=AlgorithmBuildRuntime(0, device))
+    first = builder.build(
+        spec,
+        tokenizer=tokenizer,
+        runtime=AlgorithmBuildRuntime(0, device),
+        rollout_mode=rollout_mode,
+    )
     rest = [
         builder.build(
             spec,
             tokenizer=tokenizer,
             runtime=AlgorithmBuildRuntime(i, device),
             actor_network=first.actor,
+            rollout_mode=rollout_mode,
         )
         for i in range(1, size)
     ]

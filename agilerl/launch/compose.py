@@ -14,15 +14,12 @@ from agilerl.arena.models.manifest import SECTIONS, TrainingManifest
 from agilerl.launch import register_resolvers
 from agilerl.launch.options import RunOptions
 from agilerl.launch.overrides import MANIFEST_PREFIXES
+from agilerl.launch.presets import TUNED_FOR, TUNED_NETWORK, merge_tuned_network
 from agilerl.strategies import with_run_defaults
 
 register_resolvers()
 
 _NOT_MANIFEST = {"hydra"}
-TUNED_NETWORK = "tuned_network"
-TUNED_FOR = "tuned_for"
-"""Key of a ``conf/tuned/`` file naming the env (``name`` or ``dataset``) it was tuned on."""
-"""Where a ``conf/tuned/`` preset puts its network (see :func:`merge_tuned_network`)."""
 _MANIFEST_GROUPS = ("algorithm", "env", "network", "tuned", "training", "replay_buffer", "hpo")
 """Config groups that compose manifest sections: a manifest file or a resumed run chose them."""
 
@@ -52,39 +49,6 @@ def refuse_group_choices(overrides: Sequence[str], source: str) -> None:
             )
     if problems:
         raise ConfigError(problems, "command line")
-
-
-_ENCODER_KEYS = frozenset({"arch", "encoder_config", "simba"})
-
-
-def _encoder_arch(network: Any) -> str | None:
-    """The encoder kind a network section names (``arch``, ``encoder_config.arch``, ``simba``)."""
-    if not isinstance(network, dict):
-        return None
-    encoder = network.get("encoder_config")
-    arch = encoder.get("arch") if isinstance(encoder, dict) else None
-    arch = arch or network.get("arch")
-    return arch or ("simba" if network.get("simba") else None)
-
-
-def merge_tuned_network(tuned: Any, network: Any) -> Any:
-    """The network section, given a tuned preset's network and the composed one.
-
-    The composed section (the ``network=`` group's file plus ``network.*``
-    overrides) is merged on top of the tuned network, so the user's fields win.
-    When it names a different encoder (``network=simba`` on a preset tuned for
-    an MLP), the tuned encoder settings are left out, since they only fit their
-    own encoder; the tuned ``latent_dim`` and head still apply unless overridden.
-    """
-    if not isinstance(tuned, dict):
-        return network
-    if network is None:
-        return tuned
-    arch = _encoder_arch(network)
-    if arch is not None and arch != _encoder_arch(tuned):
-        tuned = {k: v for k, v in tuned.items() if k not in _ENCODER_KEYS}
-    merged = OmegaConf.merge(OmegaConf.create(tuned), OmegaConf.create(network))
-    return OmegaConf.to_container(merged)
 
 
 def split_config(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -91,6 +91,9 @@ def prepare_argv(conf_dir: Path) -> None:
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     from agilerl.launch.overrides import normalise_overrides
+    from agilerl.logging.console import plain_warnings
+
+    plain_warnings()
 
     try:
         for arg in sys.argv[1:]:

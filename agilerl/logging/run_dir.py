@@ -156,34 +156,54 @@ class RunDirectory:
         return path
 
     def plot_population(self) -> Path | None:
-        """Fitness of every member by generation, and the live hyperparameters, into ``plots/``."""
+        """Parent fitness and every hyperparameter that evolved, by generation, into
+        ``plots/population.png``.
+
+        Hyperparameters no member ever changed get no panel; their values are listed
+        under the title. Panels wrap three to a row.
+        """
         rows = self.lineage_rows
         if not rows:
             return None
+        import math
+
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
+
+        def number(value: Any) -> float:
+            return float(value) if value not in ("", None) else float("nan")
 
         hp_columns = [k for k in rows[0] if k.startswith("hp_")]
-        panels = 1 + len(hp_columns)
-        fig, axes = plt.subplots(1, panels, figsize=(4 * panels, 3.5), squeeze=False)
+        varying = [c for c in hp_columns if len({str(r.get(c)) for r in rows}) > 1]
+        constant = [c for c in hp_columns if c not in varying]
+        panels = 1 + len(varying)
+        columns = min(panels, 3)
+        lines = math.ceil(panels / columns)
+        fig, axes = plt.subplots(
+            lines, columns, figsize=(4 * columns, 3.2 * lines + 0.6), squeeze=False
+        )
+        flat = list(axes.ravel())
         generations = [int(r["generation"]) for r in rows]
-        fitness = [
-            float(r["parent_fitness"]) if r["parent_fitness"] not in ("", None) else float("nan")
-            for r in rows
-        ]
-        axes[0][0].scatter(generations, fitness, s=12)
-        axes[0][0].set_title("parent fitness")
-        for ax, column in zip(axes[0][1:], hp_columns, strict=True):
-            values = [
-                float(r[column]) if r.get(column) not in ("", None) else float("nan") for r in rows
-            ]
-            ax.scatter(generations, values, s=12)
+        flat[0].scatter(generations, [number(r["parent_fitness"]) for r in rows], s=12)
+        flat[0].set_title("parent fitness")
+        for ax, column in zip(flat[1:], varying, strict=False):
+            ax.scatter(generations, [number(r.get(column)) for r in rows], s=12)
             ax.set_title(column.removeprefix("hp_"))
-        for ax in axes[0]:
+        for ax in flat[:panels]:
             ax.set_xlabel("generation")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(alpha=0.3)
+        for ax in flat[panels:]:
+            ax.set_visible(False)
+        size = generations.count(generations[0])
+        title = f"population of {size}, {len(set(generations))} evolutions"
+        if constant:
+            fixed = ", ".join(f"{c.removeprefix('hp_')}={rows[0][c]}" for c in constant)
+            title += f"\nunchanged: {fixed}"
+        fig.suptitle(title, fontsize=9)
         with disk_full_guard(self.plots_dir):
             self.plots_dir.mkdir(exist_ok=True)
         path = self.plots_dir / "population.png"

@@ -104,6 +104,8 @@ class PopulationRuntime:
     seed: int
     device: str
     total_steps: int
+    rollout_mode: str = "colocated"
+    """``training.rollout_mode``: where an LLM rollout's generation engine runs."""
 
 
 class TrainingStrategy(ABC):

@@ -317,7 +317,12 @@ class LLMRolloutStrategy(LLMStrategy):
                 "one agent data-parallel; set training.pop_size=1"
             )
         population = population_on_one_base(
-            spec, envs.observation_space, runtime.pop_size, device=runtime.device, builder=builder
+            spec,
+            envs.observation_space,
+            runtime.pop_size,
+            device=runtime.device,
+            builder=builder,
+            rollout_mode=runtime.rollout_mode,
         )
         if distributed.active() and spec.fsdp is not None:
             if getattr(population[0], "value_head", None) is not None:

@@ -96,15 +96,16 @@ def workdir() -> Path:
     return folder
 
 
-def run(command: str) -> Timing:
-    """Run ``command`` as a reader would; its wall and CPU seconds and how its runs ended."""
+def run(command: str, setup: str | None = None) -> Timing:
+    """Run ``command`` as a reader would (after ``setup``, in the same folder); its wall
+    and CPU seconds and how its runs ended."""
     folder = workdir()
     bindir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO),
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # fmt: skip
     try:
-        if command in SETUP:
-            subprocess.run(["bash", "-c", SETUP[command]], cwd=folder, env=env, check=True,
+        if setup is not None:
+            subprocess.run(["bash", "-c", setup], cwd=folder, env=env, check=True,
                            capture_output=True)  # fmt: skip
         log = folder / "output.log"
         start = time.perf_counter()
@@ -125,9 +126,10 @@ def run(command: str) -> Timing:
 
 def measure(command: str, seeds: Sequence[int], pool: ThreadPoolExecutor) -> list[Timing]:
     """Every seed's run of a single-run command (in ``pool``), else one run."""
+    setup = SETUP.get(command)
     if not single_run(command):
-        return [run(command)]
-    return list(pool.map(lambda seed: run(f"{command} seed={seed}"), seeds))
+        return [run(command, setup)]
+    return list(pool.map(lambda seed: run(f"{command} seed={seed}", setup), seeds))
 
 
 def summary_line(command: str, timings: list[Timing], stamp: dict[str, str]) -> dict[str, str]:
@@ -206,6 +208,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     parser.add_argument("--out", help="Where the table goes (default: the repo's benchmarks/).")
     parser.add_argument("--no-write", action="store_true", help="Leave README.md as it is.")
+    parser.add_argument(
+        "--resume", action="store_true", help="Skip commands the table already holds."
+    )
     args = parser.parse_args(argv)
     out = Path(args.out).resolve() if args.out else REPO / "benchmarks"
     stamp = {"commit": commit(), "date": dt.date.today().isoformat(), "machine": machine()}
@@ -214,21 +219,24 @@ def main(argv: Sequence[str] | None = None) -> None:
         with (out / "readme_times.csv").open() as handle:
             previous = {x["command"]: x for x in csv.DictReader(handle)}
     commands = timed_commands(args.only)
+    if args.resume:
+        commands = [c for c in commands if c not in previous]
     # single runs two at a time first, then what uses both cores, alone
     commands.sort(key=lambda c: not single_run(c))
+    readme_order = list(readme_comments())
     measured: dict[str, dict[str, str]] = {}
     with ThreadPoolExecutor(2) as pool:
         for command in commands:
             line = summary_line(command, measure(command, args.seeds, pool), stamp)
             measured[command] = line
             print(f"{line['wall_median']:>7} s [{line['wall_min']}, {line['wall_max']}]  "
-                  f"{line['outcome']:<16} {command}", flush=True)  # fmt: skip
-    readme_order = list(readme_comments())
-    merged = {**previous, **measured}
-    rows = [merged[c] for c in readme_order if c in merged]
-    print(write_table(rows, out))
+                  f"cpu {line['cpu_median']:>6}  {line['outcome']:<16} {command}",
+                  flush=True)  # fmt: skip
+            merged = {**previous, **measured}  # written as it goes: a failure loses nothing
+            write_table([merged[c] for c in readme_order if c in merged], out)
+    print(out / "readme_times.md")
     if not args.no_write:
-        README.write_text(write_back(measured, README.read_text()))
+        README.write_text(write_back({**previous, **measured}, README.read_text()))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
-"""train.py and the Python API train the same agent: conf restates no spec default.
+"""train.py and the Python API train the same agent.
 
-For every registered algorithm conf x every env conf it can train on, without
-a ``conf/tuned/`` preset for the pair, the manifest Hydra composes equals the
-one ``LocalTrainer(algorithm=<name>, environment=<env conf>)`` validates.
+For every registered algorithm conf x every env conf it can train on, tuned pairs
+included, the manifest Hydra composes for ``algorithm=<a> env=<e>`` equals the one
+``LocalTrainer(<registry name>, <env id>)`` validates: the trainer finds the env group
+and the pair's ``conf/tuned/`` preset by the env's id (``agilerl.launch.presets``).
+Algorithm and network confs restate no spec default.
 """
 
 from __future__ import annotations
@@ -36,13 +38,25 @@ def _pairs() -> list[tuple[str, str]]:
             kind_fits = env_section.get("env_type", "gym") == spec_cls.env_type
             objective = env_section.get("objective", spec_cls.objective)
             kind_fits = kind_fits and (spec_cls.objective in (None, objective))
-            tuned = CONF / "tuned" / f"{algorithm.stem}_{env.stem}.yaml"
-            if kind_fits and not tuned.exists():
+            if kind_fits:
                 pairs.append((algorithm.stem, env.stem))
     return pairs
 
 
 PAIRS = _pairs()
+
+
+def _env_as_a_user_names_it(stem: str) -> str | dict:
+    """A gym or PettingZoo env by its bare id; other kinds by the fields that name them
+    (and a variant by the setting that makes it one)."""
+    group = _yaml(CONF / "env" / f"{stem}.yaml")
+    kind = group.get("env_type", "gym")
+    if kind == "pettingzoo" and stem.endswith("_continuous"):
+        return {"name": group["name"], "env_config": {"continuous_actions": True}}
+    if kind in ("gym", "pettingzoo"):
+        return group["name"]
+    key = "name" if "name" in group else "dataset"
+    return {"env_type": kind, key: group[key]}
 
 
 def test_every_algorithm_conf_holds_only_its_name_and_required_fields() -> None:
@@ -67,10 +81,9 @@ def test_composed_manifest_equals_the_python_api_manifest(
         if "action space" in str(exc):
             pytest.skip(f"{algorithm} cannot act in {env}")
         raise
-    required = {k: v for k, v in section.items() if k != "name"}
     trainer = LocalTrainer(
-        algorithm={"name": section["name"], **required},
-        environment=_yaml(CONF / "env" / f"{env}.yaml"),
+        section["name"],
+        _env_as_a_user_names_it(env),
         network=_yaml(CONF / "network" / "llm_lora.yaml") if llm else None,
         run_dir=tmp_path,
         verbose=False,

@@ -8,7 +8,8 @@ import gymnasium as gym
 import pytest
 
 from agilerl.algorithms import TD3
-from agilerl.launch.compose import build_manifest, merge_tuned_network
+from agilerl.launch.compose import build_manifest
+from agilerl.launch.presets import merge_tuned_network
 from agilerl.networks.simba import SimbaEncoder
 from agilerl.trainer import LocalTrainer
 

@@ -272,3 +272,32 @@ def test_countdown_env_loads_without_code(left_tokenizer) -> None:
     episode = env.make_episode(env.test[0])
     assert episode.step(f"<answer>{env.test[0]['solution']}</answer>")[1] == 1.0
     assert episode.step("<answer>__import__('os')</answer>")[1] == 0.0
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("colocated", True), ("async", False)])
+def test_the_rollout_mode_reaches_the_builder(tiny_model_dir, mode: str, expected: bool) -> None:
+    """``training.rollout_mode`` reaches ``LLMBuilder.build`` through the strategy: a colocated
+    vLLM engine without a ``vllm_config`` gets the colocated defaults (sleeping through updates
+    on CUDA); asynchronous engines, on devices of their own, do not."""
+    from agilerl.arena.models.algorithms import GRPOSpec
+    from agilerl.builders.llm import COLOCATED_VLLM_DEFAULTS, LLMBuilder
+    from agilerl.llm.model import load_tokenizer
+    from agilerl.strategies import PopulationRuntime, select_strategy
+    from agilerl.strategies.base import EnvSetup
+
+    spec = GRPOSpec(
+        pretrained_model_name_or_path=str(tiny_model_dir),
+        lora_config={"lora_r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]},
+        group_size=2,
+        use_vllm=True,
+        gradient_checkpointing=False,
+    )
+    envs = EnvSetup(None, None, load_tokenizer(tiny_model_dir), None)
+    runtime = PopulationRuntime(pop_size=2, seed=0, device="cpu", total_steps=1, rollout_mode=mode)
+    population = select_strategy(spec).build_population(spec, LLMBuilder, envs, runtime)
+    configs = [agent.spec.vllm_config for agent in population]
+    if expected:
+        wanted = set(COLOCATED_VLLM_DEFAULTS)
+        assert [c.model_dump(include=wanted) for c in configs] == [COLOCATED_VLLM_DEFAULTS] * 2
+    else:
+        assert configs == [None, None]

@@ -71,3 +71,34 @@ def test_the_plot_is_labelled_with_the_run_units_and_settings(tmp_path: Path) ->
     assert ax.get_title().splitlines() == ["PPO on CartPole-v1", labels["subtitle"]]
     assert "target 475" in [t.get_text() for t in ax.get_legend().get_texts()]
     plt.close(fig)
+
+
+def test_the_population_plot_shows_what_evolved_and_lists_what_did_not(tmp_path: Path) -> None:
+    """Issue 33: ``population.png`` was a 3,960-px strip, 7 of its 11 panels constant."""
+    import matplotlib.image
+
+    run = RunDirectory(tmp_path / "run")
+    fixed = {f"hp_fixed_{i}": 0.5 for i in range(7)}
+    run.append_lineage(
+        [
+            {
+                "generation": g,
+                "step": g * 100,
+                "index": m,
+                "parent": m,
+                "elite": m == 0,
+                "parent_fitness": float(g + m),
+                "mutation": "rl",
+                "detail": "",
+                **{f"hp_moved_{i}": float(g * m + i) for i in range(4)},
+                **fixed,
+            }
+            for g in range(3)
+            for m in range(4)
+        ]
+    )
+    path = run.plot_population()
+    assert path is not None
+    height, width, _ = matplotlib.image.imread(path).shape
+    # parent fitness and the four that moved: two rows of three panels, 4 inches each
+    assert width == 3 * 4 * 90 and height < width

@@ -434,6 +434,8 @@ def test_evaluate_command_reports_and_records_video(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "return: " in out.stdout and " ± " in out.stdout and "95% CI [" in out.stdout
     assert video.stat().st_size > 1000
+    # no stray lines from SDL (a headless machine) or imageio (a 600x400 frame)
+    assert "XDG_RUNTIME_DIR" not in out.stderr and "macro_block_size" not in out.stderr
     missing = subprocess.run(
         [sys.executable, "-m", "agilerl.cli", "evaluate", str(tmp_path / "x")],
         capture_output=True,
