@@ -22,6 +22,7 @@ PACKAGE_EXTRAS = {
     "datasets": "llm",
     "tokenizers": "llm",
     "gguf": "smollm",
+    "bitsandbytes": "qlora",
     "vllm": "vllm",
     "wandb": "wandb",
     "submitit": "slurm",

@@ -467,6 +467,22 @@ def test_every_readme_command_has_a_case() -> None:
     assert not stale, f"cases for commands no longer in the README: {stale}"
 
 
+def test_every_command_that_trains_or_benchmarks_states_its_time() -> None:
+    """Issue 33: README commands ran for hours without a word; each now says how long it
+    takes (the slow suite holds it to that in full mode)."""
+    silent = [
+        command
+        for command, comment in readme_comments().items()
+        if ("train.py" in command or "scripts/bench/" in command)
+        and "dry_run=true" not in command
+        and "resume=" not in command
+        and not CASES[command].skip
+        and "slurm" not in CASES[command].marks  # a scheduler's queue decides
+        and stated_seconds(comment) is None
+    ]
+    assert not silent, f"README commands that state no time (~N s / ~N min): {silent}"
+
+
 @pytest.mark.parametrize(("command", "case"), _params())
 def test_readme_command(
     command: str, case: Case, tmp_path: Path, request: pytest.FixtureRequest

@@ -123,6 +123,7 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
             spec.pretrained_model_name_or_path,
             attn_implementation=spec.attn_implementation,
             device=self.device,
+            quantization=spec.quantization,
         )
         if spec.lora_config is None:
             return model

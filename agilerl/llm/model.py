@@ -64,19 +64,51 @@ def load_tokenizer(name_or_path: str | Path, *, padding_side: str = "right", **k
     return tokenizer
 
 
+def bnb_config(quantization: str | dict[str, Any]) -> Any:
+    """The ``transformers.BitsAndBytesConfig`` of a validated ``quantization`` value.
+
+    The 4-bit compute dtype defaults to float32, which every CPU runs.
+    """
+    import logging
+
+    from transformers import BitsAndBytesConfig
+
+    from agilerl.arena.models.algorithms.base import QUANTIZATION_PRESETS
+
+    # On CPUs with AVX512-BF16, importing bitsandbytes tries a Hub kernel (remote code,
+    # which the kernels package refuses unless trusted) and warns when it falls back to
+    # its own CPU kernel: the fallback is the intended path here, so the line is noise.
+    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
+
+    settings = dict(
+        QUANTIZATION_PRESETS[quantization] if isinstance(quantization, str) else quantization
+    )
+    settings["bnb_4bit_compute_dtype"] = getattr(
+        torch, settings.get("bnb_4bit_compute_dtype", "float32")
+    )
+    return BitsAndBytesConfig(**settings)
+
+
 def load_causal_lm(
     name_or_path: str | Path,
     *,
     dtype: torch.dtype | str = torch.float32,
     attn_implementation: str | None = None,
     device: str | torch.device = "cpu",
+    quantization: str | dict[str, Any] | None = None,
 ) -> Any:
-    """``AutoModelForCausalLM.from_pretrained`` with transformers 5 argument names."""
+    """``AutoModelForCausalLM.from_pretrained`` with transformers 5 argument names.
+
+    ``quantization`` loads the linear layers' weights 4- or 8-bit with bitsandbytes
+    (frozen; train a LoRA adapter on them) and places the model on ``device`` as it loads.
+    """
     from transformers import AutoModelForCausalLM
 
     kwargs: dict[str, Any] = {"dtype": dtype}
     if attn_implementation is not None:
         kwargs["attn_implementation"] = attn_implementation
+    if quantization is not None:
+        kwargs.update(quantization_config=bnb_config(quantization), device_map=str(device))
     from transformers.utils import logging as hf_logging
 
     quiet = not hf_logging.is_progress_bar_enabled()
@@ -87,6 +119,19 @@ def load_causal_lm(
     finally:
         if not quiet:
             hf_logging.enable_progress_bar()
+    if quantization is not None:
+        from peft import prepare_model_for_kbit_training
+
+        for module in model.modules():
+            # bitsandbytes repacks 4-bit weights for its AVX512-BF16 inference kernel at
+            # the first no-grad eval forward and never unpacks them for training, whose
+            # backward then runs through that kernel without autograd (wrong gradients for
+            # every earlier adapter); evaluation and training take the autograd path.
+            if hasattr(module, "support_avx512bf16_for_cpu"):
+                module.support_avx512bf16_for_cpu = False
+        # freezes the quantized base and keeps the other weights in float32; gradient
+        # checkpointing stays the algorithm's own choice
+        return prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
     return model.to(device)
 
 

@@ -88,7 +88,7 @@ def single_run(command: str) -> bool:
 def workdir() -> Path:
     """A folder laid out like a checkout, whose ``data/`` writes stay inside it."""
     folder = Path(tempfile.mkdtemp(prefix="readme_times_"))
-    for name in ("train.py", "conf", "scripts", "hydra_plugins"):
+    for name in ("train.py", "conf", "scripts", "hydra_plugins", "tests", "pyproject.toml"):
         (folder / name).symlink_to(REPO / name)
     (folder / "data").mkdir()
     for path in (REPO / "data").iterdir():

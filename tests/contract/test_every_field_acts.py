@@ -26,7 +26,6 @@ CONTRACT = AGILERL / "arena" / "models"
 SAMPLES = {
     "use_liger_kernel": True,
     "use_mamba_kernels": True,
-    "quantization": "nf4",
     "activation_offload": True,
     "moe_lora_recompute": True,
     "use_sequence_packing": True,

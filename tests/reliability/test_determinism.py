@@ -35,6 +35,7 @@ def _metrics(tmp_path: Path, name: str, label: str) -> list[dict[str, str]]:
         | ({"learning_delay": 32} if off_policy else {}),
         replay_buffer={"max_size": 2000} if off_policy else None,
         seed=7,
+        presets=False,  # the specs' defaults at a test's budget (no tuned target to stop at)
         run_dir=tmp_path / label,
         logger={"tensorboard": False},
         verbose=False,

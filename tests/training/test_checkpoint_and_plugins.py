@@ -99,8 +99,8 @@ class _CountingStrategy(TrainingStrategy):
 
 
 def test_a_new_paradigm_plugs_in_without_a_trainer_branch(tmp_path: Path) -> None:
-    trainer = LocalTrainer("PPO", "CartPole-v1", {"max_steps": 64, "pop_size": 2},
-                           run_dir=tmp_path / "run", verbose=False)  # fmt: skip
+    trainer = LocalTrainer("PPO", "CartPole-v1", {"max_steps": 64, "evo_steps": 64,
+                           "pop_size": 2}, run_dir=tmp_path / "run", verbose=False)  # fmt: skip
     trainer.strategy = _CountingStrategy()
     population, fitnesses = trainer.train()
     assert population == [{"count": 64, "index": 0}, {"count": 64, "index": 1}]

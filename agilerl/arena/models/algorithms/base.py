@@ -160,8 +160,6 @@ class LLMAlgorithmSpec(AlgorithmSpec):
         "use_liger_kernel": "Liger's Triton kernels are not used (they need CUDA); remove "
         "algorithm.use_liger_kernel",
         "use_mamba_kernels": "Mamba CUDA kernels are not used; remove algorithm.use_mamba_kernels",
-        "quantization": "the base model is loaded in full precision (no bitsandbytes "
-        "4/8-bit loading); remove algorithm.quantization",
         "activation_offload": "activations stay in memory; set algorithm.gradient_checkpointing: "
         "true to cut activation memory instead",
         "moe_lora_recompute": "MoE LoRA recomputation is not offered; remove "
@@ -205,7 +203,12 @@ class LLMAlgorithmSpec(AlgorithmSpec):
     cast_logprobs_to_fp32: bool = Field(True, description="Compute log-probs in float32.")
     seed: int = Field(42, ge=0, description="Seed for the LLM run.")
     quantization: str | dict[str, Any] | None = Field(
-        None, description="Preset name (e.g. 'nf4') or bitsandbytes settings."
+        None,
+        description="Load the frozen base model quantized with bitsandbytes and train the "
+        "LoRA adapter on it (QLoRA; the qlora extra): a preset ('nf4', 'fp4', 'int8') or "
+        "BitsAndBytesConfig settings (load_in_4bit or load_in_8bit, bnb_4bit_quant_type, "
+        "bnb_4bit_use_double_quant, bnb_4bit_compute_dtype, llm_int8_threshold, "
+        "llm_int8_skip_modules).",
     )
     activation_offload: bool = Field(False, description="Offload activations to CPU.")
     moe_lora_recompute: bool | None = Field(None, description="Recompute MoE LoRA activations.")
@@ -258,6 +261,13 @@ class LLMAlgorithmSpec(AlgorithmSpec):
     def _fsdp(cls, value: Any) -> Any:
         return coerce_fsdp(value)
 
+    @field_validator("quantization")
+    @classmethod
+    def _quantization(cls, value: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
+        if value is None:
+            return None
+        return check_quantization(value)
+
     @field_validator("constrain_answer_pattern")
     @classmethod
     def _pattern(cls, value: str | None) -> str | None:
@@ -283,6 +293,51 @@ class LLMAlgorithmSpec(AlgorithmSpec):
                 f"micro_batch_size_per_gpu ({self.micro_batch_size_per_gpu})"
             )
         return self
+
+
+QUANTIZATION_PRESETS: dict[str, dict[str, Any]] = {
+    "nf4": {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4"},
+    "fp4": {"load_in_4bit": True, "bnb_4bit_quant_type": "fp4"},
+    "int8": {"load_in_8bit": True},
+}
+"""``quantization`` names and the bitsandbytes settings each stands for."""
+QUANTIZATION_KEYS = frozenset(
+    {
+        "load_in_4bit",
+        "load_in_8bit",
+        "bnb_4bit_quant_type",
+        "bnb_4bit_use_double_quant",
+        "bnb_4bit_compute_dtype",
+        "llm_int8_threshold",
+        "llm_int8_skip_modules",
+    }
+)
+_DTYPES = ("float32", "bfloat16", "float16")
+
+
+def check_quantization(value: str | dict[str, Any]) -> str | dict[str, Any]:
+    """A valid ``quantization`` value: a preset name, or bitsandbytes settings that ask
+    for exactly one of 4-bit and 8-bit loading.
+
+    Raises:
+        ValueError: Naming the preset or setting that is wrong and what is allowed.
+    """
+    if isinstance(value, str):
+        if value not in QUANTIZATION_PRESETS:
+            raise ValueError(f"unknown preset {value!r}: use one of {sorted(QUANTIZATION_PRESETS)}")
+        return value
+    unknown = sorted(set(value) - QUANTIZATION_KEYS)
+    if unknown:
+        raise ValueError(f"unknown setting(s) {unknown}: allowed are {sorted(QUANTIZATION_KEYS)}")
+    if bool(value.get("load_in_4bit")) == bool(value.get("load_in_8bit")):
+        raise ValueError("set exactly one of load_in_4bit and load_in_8bit to true")
+    kind = value.get("bnb_4bit_quant_type", "nf4")
+    if kind not in ("nf4", "fp4"):
+        raise ValueError(f"bnb_4bit_quant_type={kind!r}: use nf4 or fp4")
+    dtype = value.get("bnb_4bit_compute_dtype", "float32")
+    if dtype not in _DTYPES:
+        raise ValueError(f"bnb_4bit_compute_dtype={dtype!r}: use one of {list(_DTYPES)}")
+    return value
 
 
 class CosineLRScheduleConfig(StrictModel):
