@@ -86,6 +86,8 @@ class Case:
         skip: Why the command is not run by this test (set up elsewhere).
         rc: Expected exit status.
         in_repo: Run in the repository (else in a fresh directory).
+        outcome: How the README's run ends at the budget it writes (full mode): the
+            status every run of it printed in ``benchmarks/readme_times.md``.
     """
 
     budget: dict[str, str] = field(default_factory=dict)
@@ -96,9 +98,11 @@ class Case:
     skip: str | None = None
     rc: int = 0
     in_repo: bool = False
+    outcome: str | None = None
 
 
 RUN_END = ["\n  best ", "\n  wall time ", "\n  run dir "]
+REACHED = "target_reached"
 SLOW = ("slow",)
 CASES: dict[str, Case] = {
     # quick start
@@ -106,31 +110,31 @@ CASES: dict[str, Case] = {
         skip="installs the environment this test runs in (CI: .ci/run)"
     ),
     "python train.py algorithm=ppo env=cartpole": Case(
-        budget=SMALL, expect=["PPO on CartPole-v1: ", *RUN_END], marks=SLOW
+        budget=SMALL, expect=["PPO on CartPole-v1: ", *RUN_END], marks=SLOW, outcome=REACHED
     ),
     "python -m pytest -q": Case(skip="the test suite itself"),
     # choosing and overriding
     "python train.py algorithm=ppo env=pendulum": Case(
-        budget=SMALL, expect=["PPO on Pendulum-v1: ", *RUN_END], marks=SLOW
+        budget=SMALL, expect=["PPO on Pendulum-v1: ", *RUN_END], marks=SLOW, outcome=REACHED
     ),
     "python train.py algorithm=ppo env=cartpole algorithm.lr=3e-4 training.max_steps=50000": Case(
         budget=SMALL, expect=["PPO on CartPole-v1: ", *RUN_END], marks=SLOW
     ),
     "python train.py env=acrobot environment.num_envs=16 training.max_steps=100000 "
     "training.target_score=-100 training.eval_loop=10": Case(
-        budget=SMALL, expect=["PPO on Acrobot-v1: ", *RUN_END], marks=SLOW
+        budget=SMALL, expect=["PPO on Acrobot-v1: ", *RUN_END], marks=SLOW, outcome=REACHED
     ),
     "python train.py env=acrobot env.num_envs=16 training=smoke": Case(
         expect=["PPO on Acrobot-v1: completed: budget done at step 4,096", *RUN_END], marks=SLOW
     ),
     "python train.py experiment=ppo_cartpole": Case(
-        budget=SMALL, expect=["PPO on CartPole-v1: ", *RUN_END], marks=SLOW
+        budget=SMALL, expect=["PPO on CartPole-v1: ", *RUN_END], marks=SLOW, outcome=REACHED
     ),
     "python train.py algorithm=recurrent_ppo env=cartpole_novel": Case(
         budget=SMALL, expect=["on CartPoleNoVel-v1: ", *RUN_END], marks=SLOW
     ),
     "python train.py algorithm=sac env=pendulum": Case(
-        budget=SMALL, expect=["SAC on Pendulum-v1: ", *RUN_END], marks=SLOW
+        budget=SMALL, expect=["SAC on Pendulum-v1: ", *RUN_END], marks=SLOW, outcome=REACHED
     ),
     "python train.py algorithm=sac env=mountain_car_continuous": Case(
         budget=SMALL, expect=["SAC on MountainCarContinuous-v0: ", *RUN_END], marks=SLOW
@@ -145,7 +149,11 @@ CASES: dict[str, Case] = {
         files=["my_run.yaml"]
     ),
     "python train.py manifest=my_run.yaml training.pop_size=4": Case(
-        budget=SMALL, needs=("manifest",), expect=["PPO on CartPole-v1: ", *RUN_END], marks=SLOW
+        budget=SMALL,
+        needs=("manifest",),
+        expect=["PPO on CartPole-v1: ", *RUN_END],
+        marks=SLOW,
+        outcome=REACHED,
     ),
     f"python train.py resume={RUN_PLACEHOLDER}": Case(  # the fixture's run had ended
         needs=("run",),
@@ -233,9 +241,9 @@ CASES: dict[str, Case] = {
     (
         "python scripts/make_offline_dataset.py && python train.py algorithm=cqn "
         "env=cartpole_offline"
-    ): Case(budget=SMALL, expect=["CQN on CartPole-v1", *RUN_END], marks=SLOW),
+    ): Case(budget=SMALL, expect=["CQN on CartPole-v1", *RUN_END], marks=SLOW, outcome=REACHED),
     "python train.py algorithm=neural_ucb env=iris_bandit": Case(
-        budget=SMALL, expect=["NeuralUCB on", *RUN_END]
+        budget=SMALL, expect=["NeuralUCB on", *RUN_END], outcome=REACHED
     ),
     # multi-agent (tests/algorithms_ma/test_ma_readme.py resumes this command's run)
     "python train.py algorithm=matd3 env=mpe_simple_speaker_listener": Case(
@@ -499,6 +507,8 @@ def test_readme_command(
     cpu_seconds = _children_cpu_seconds() - before
     output = done.stdout + done.stderr
     assert done.returncode == case.rc, output[-3000:]
+    if FULL and case.outcome is not None:
+        assert f": {case.outcome}: " in output, output[-3000:]
     stated = stated_seconds(readme_comments()[command])
     if FULL and stated is not None:
         # The README states wall time on two cores, so a command that keeps its word uses

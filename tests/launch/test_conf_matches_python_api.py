@@ -104,3 +104,25 @@ def test_default_network_confs_restate_no_spec_default(name: str) -> None:
     arch = (section.get("encoder_config") or {}).get("arch")
     bare = NetworkSpec.model_validate({"encoder_config": {"arch": arch}} if arch else {})
     assert NetworkSpec.model_validate(section).model_dump() == bare.model_dump()
+
+
+def test_your_fields_win_over_the_preset_and_presets_false_starts_from_the_specs(
+    tmp_path: Path,
+) -> None:
+    tuned = _yaml(CONF / "tuned" / "dqn_cartpole.yaml")
+    trainer = LocalTrainer(
+        {"name": "DQN", "lr": 0.01},
+        {"name": "CartPole-v1", "num_envs": 2},
+        {"max_steps": 50_000},
+        run_dir=tmp_path / "a",
+        verbose=False,
+    )
+    algorithm, training = trainer.manifest.algorithm, trainer.manifest.training
+    assert algorithm.lr == 0.01 and algorithm.batch_size == tuned["algorithm"]["batch_size"]
+    assert trainer.manifest.environment.num_envs == 2
+    assert training.max_steps == 50_000
+    assert training.target_score == tuned["training"]["target_score"]
+    bare = LocalTrainer("DQN", "CartPole-v1", presets=False, run_dir=tmp_path / "b", verbose=False)
+    spec_defaults = type(bare.manifest.algorithm)()
+    assert bare.manifest.algorithm.lr == spec_defaults.lr != tuned["algorithm"]["lr"]
+    assert bare.manifest.training.target_score is None
