@@ -49,6 +49,7 @@ def test_settings_a_quantized_base_cannot_train_with_are_refused(
         select_strategy(manifest.algorithm_with_network()).check(manifest, local=False)
 
 
+@pytest.mark.slow  # two SFT runs a preset (~10 s)
 @pytest.mark.parametrize("preset", ["nf4", "int8"])
 def test_qlora_trains_the_adapter_on_a_quantized_base_that_takes_less_memory(
     compose, tiny_model_dir: Path, tmp_path: Path, monkeypatch, preset: str
