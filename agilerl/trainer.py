@@ -29,7 +29,7 @@ from agilerl.builders import select_builder
 from agilerl.extras import require
 from agilerl.launch.options import LoggerOptions
 from agilerl.launch.preflight import preflight
-from agilerl.launch.presets import merge_tuned_network, preset_sections
+from agilerl.launch.presets import layered, merge_tuned_network, preset_sections
 from agilerl.launch.run_names import run_name
 from agilerl.logging.loggers import FanOut, MetricSink, TensorBoardSink, WandbSink
 from agilerl.logging.progress import TrainingProgress
@@ -67,26 +67,19 @@ def _section(value: Any) -> Any:
     return value.model_dump(exclude_unset=True) if hasattr(value, "model_dump") else value
 
 
-def _merged(base: Any, top: Any) -> Any:
-    """``top`` over ``base``, mappings merged key by key (as Hydra composes overrides)."""
-    if not isinstance(base, dict) or not isinstance(top, dict):
-        return base if top is None else top
-    return {**base, **{k: _merged(base.get(k), v) for k, v in top.items()}}
-
-
 def _with_presets(data: dict[str, Any]) -> dict[str, Any]:
     """The given sections on top of the env group and tuned preset ``train.py`` composes."""
     algorithm, environment = data["algorithm"], data["environment"]
     if not isinstance(algorithm, dict) or not isinstance(environment, dict):
         return data
     base = preset_sections(str(algorithm.get("name", "")), environment)
-    layered = dict(data)
+    sections = dict(data)
     for name, preset in base.items():
         if name == "network":
-            layered[name] = merge_tuned_network(preset, data.get(name))
+            sections[name] = merge_tuned_network(preset, data.get(name))
         else:
-            layered[name] = _merged(preset, data.get(name))
-    return layered
+            sections[name] = layered(preset, data.get(name))
+    return sections
 
 
 class LocalTrainer:

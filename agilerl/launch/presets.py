@@ -62,6 +62,14 @@ def merge_tuned_network(tuned: Any, network: Any) -> Any:
     return OmegaConf.to_container(merged)
 
 
+def layered(base: Any, top: Any) -> Any:
+    """``top`` over ``base``, mappings merged key by key (as Hydra composes groups and
+    overrides); any other value of ``top`` replaces ``base``'s."""
+    if not isinstance(base, dict) or not isinstance(top, dict):
+        return base if top is None else top
+    return {**base, **{k: layered(base.get(k), v) for k, v in top.items()}}
+
+
 @cache
 def _group(group: str) -> dict[str, dict[str, Any]]:
     """Every file of a conf group: stem -> its mapping (empty when conf/ is not shipped)."""
@@ -146,6 +154,5 @@ def preset_sections(algorithm: str, environment: dict[str, Any]) -> dict[str, An
         if name == TUNED_NETWORK:
             sections["network"] = value
         elif name != TUNED_FOR:
-            merged = OmegaConf.merge(sections.get(name, {}), value)
-            sections[name] = OmegaConf.to_container(merged)
+            sections[name] = layered(sections.get(name, {}), value)
     return sections
