@@ -161,6 +161,7 @@ def _trainer(
         run_dir=workdir / name,
         logger={"tensorboard": False},
         verbose=False,
+        presets=False,  # the benchmark states every setting; no tuned preset underneath
         **sections,
     )
 

@@ -87,6 +87,7 @@ def run_ours(seed: int, workdir: Path) -> dict[str, float | None]:
         seed=seed,
         run_dir=workdir / f"ours_{seed}",
         verbose=False,
+        presets=False,  # the settings above mirror SB3's; no tuned preset underneath
         logger={"tensorboard": False},
     )
     start = CLOCK[0]()
