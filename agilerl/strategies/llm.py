@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from agilerl.arena.models.algorithms import AlgorithmSpec
 from agilerl.arena.models.env import EnvSpecBase
-from agilerl.arena.models.errors import ConfigError, Problem
+from agilerl.arena.models.errors import ConfigError
 from agilerl.arena.models.training import TrainingSpec
 from agilerl.extras import require
 from agilerl.strategies.base import EnvSetup, PopulationRuntime, TrainingLoop, TrainingStrategy
@@ -179,44 +179,14 @@ def check_fsdp(spec: AlgorithmSpec, *, multi_process: bool) -> None:
 
 
 def check_quantization(manifest: TrainingManifest, *, local: bool) -> None:
-    """Refuse ``algorithm.quantization`` where a quantized base cannot train or serve.
+    """Refuse ``algorithm.quantization`` on a machine without bitsandbytes (``local``).
 
-    QLoRA trains a LoRA adapter on a frozen quantized base: it needs the adapter, and
-    neither a merged export (the merge would be into quantized weights), vLLM (it serves
-    the adapter on its own full-precision base) nor FSDP sharding applies to it.
-    ``local``: also check that bitsandbytes is installed.
+    The settings a quantized base cannot train with are refused by the manifest itself.
 
     Raises:
-        ConfigError: Naming the field and what to do instead.
+        ConfigError: Naming the qlora extra and how to install it.
     """
-    spec = manifest.algorithm_with_network()
-    if getattr(spec, "quantization", None) is None:
-        return
-    clash = {
-        "network.lora_config": (
-            spec.lora_config is None,
-            "a quantized base model is frozen: set network.lora_config to train an adapter",
-        ),
-        "algorithm.use_vllm": (
-            bool(getattr(spec, "use_vllm", False)),
-            "vLLM serves the adapter on a full-precision base, not the quantized one it "
-            "learnt on: set algorithm.use_vllm=false or remove algorithm.quantization",
-        ),
-        "algorithm.fsdp": (
-            spec.fsdp is not None,
-            "FSDP does not shard bitsandbytes' quantized weights: remove algorithm.fsdp or "
-            "algorithm.quantization",
-        ),
-        "training.checkpoint_export.format": (
-            manifest.training.effective_checkpoint_export().format == "merged",
-            "a LoRA adapter cannot be merged into quantized weights: export the adapter "
-            "(format: adapter) or remove algorithm.quantization",
-        ),
-    }
-    problems = [Problem(path, why) for path, (bad, why) in clash.items() if bad]
-    if problems:
-        raise ConfigError(problems)
-    if local:
+    if local and getattr(manifest.algorithm, "quantization", None) is not None:
         require("bitsandbytes", "algorithm.quantization (QLoRA)", "algorithm.quantization")
 
 

@@ -507,6 +507,41 @@ def _cross_checks(
             True,
         )
     _check_hpo(algorithm, built, raw, errors)
+    _check_quantization(algorithm, built, errors)
+
+
+def _check_quantization(algorithm: AlgorithmSpec, built: dict[str, Any], errors: _Errors) -> None:
+    """QLoRA trains a LoRA adapter on a frozen quantized base: it needs the adapter, and
+    neither a merged export (into quantized weights), vLLM (which serves the adapter on its
+    own full-precision base) nor FSDP sharding applies to it."""
+    if getattr(algorithm, "quantization", None) is None:
+        return
+    training = built.get("training")
+    export = training.effective_checkpoint_export().format if training is not None else None
+    clashes = {
+        ("network", "lora_config"): (
+            algorithm.lora_config is None,
+            "a quantized base model is frozen: set network.lora_config to train an adapter",
+        ),
+        ("algorithm", "use_vllm"): (
+            bool(getattr(algorithm, "use_vllm", False)),
+            "vLLM serves the adapter on a full-precision base, not the quantized one it "
+            "learnt on: set algorithm.use_vllm=false or remove algorithm.quantization",
+        ),
+        ("algorithm", "fsdp"): (
+            algorithm.fsdp is not None,
+            "FSDP does not shard bitsandbytes' quantized weights: remove algorithm.fsdp or "
+            "algorithm.quantization",
+        ),
+        ("training", "checkpoint_export", "format"): (
+            export == "merged",
+            "a LoRA adapter cannot be merged into quantized weights: export the adapter "
+            "(format: adapter) or remove algorithm.quantization",
+        ),
+    }
+    for loc, (bad, why) in clashes.items():
+        if bad:
+            errors.add(loc, why)
 
 
 _KIND_REASONS = {
