@@ -35,6 +35,7 @@ from agilerl.logging.loggers import FanOut, MetricSink, TensorBoardSink, WandbSi
 from agilerl.logging.progress import TrainingProgress
 from agilerl.logging.run_dir import RunDirectory
 from agilerl.logging.run_end import render_run_end
+from agilerl.networks.fastgrad import gradient_mode
 from agilerl.strategies import PopulationRuntime, select_strategy, with_run_defaults
 from agilerl.training import distributed_run
 from agilerl.training.checkpointing import CheckpointManager, ResumeState, set_rng_state
@@ -327,7 +328,11 @@ class LocalTrainer:
         distributed_run.join(self.device)
         self.device = distributed_run.local_device(self.device)
         self.run_dir = Path(distributed_run.broadcast(str(self.run_dir)))
-        with distributed_run.claim(self.run_dir), denormals_flushed(self.flush_denormal):
+        with (
+            distributed_run.claim(self.run_dir),
+            denormals_flushed(self.flush_denormal),
+            gradient_mode(self.manifest.training.fast_grad),
+        ):
             return self._run_claimed()
 
     def _run_claimed(self) -> LoopResult:

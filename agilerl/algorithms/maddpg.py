@@ -16,6 +16,7 @@ from agilerl.algorithms.core.multi_agent import MultiAgentAlgorithm, build_mlp, 
 from agilerl.algorithms.core.rng import generator_from_state, generator_state
 from agilerl.arena.models.algorithms.maddpg import MADDPGSpec
 from agilerl.components.noise import ExplorationNoise, make_noise
+from agilerl.networks import torch_internals as internals
 from agilerl.networks.fastgrad import (
     GradTape,
     chain_of,
@@ -29,7 +30,7 @@ __all__ = ["MADDPG"]
 
 def _soft_update(targets: list[torch.Tensor], sources: list[torch.Tensor], tau: float) -> None:
     with torch.no_grad():
-        torch._foreach_lerp_(targets, sources, tau)
+        internals.foreach_lerp_(targets, sources, tau)
 
 
 def _forward(module: nn.Module, x: torch.Tensor) -> torch.Tensor:

@@ -20,6 +20,7 @@ from agilerl.networks.fastgrad import GradTape, run
 from agilerl.networks.fused import FusedActorCritic, build_fused_actor_critic
 from agilerl.networks.optim import FlatAdam
 from agilerl.networks.spaces import make_obs_converter
+from agilerl.networks.torch_internals import version_of
 from agilerl.networks.value import ValueNetwork
 
 _BUFFER_KEYS = frozenset({"device"})
@@ -249,8 +250,8 @@ class PPO(SingleAgentAlgorithm):
         """
         params = self.optimizer.params
         key = (
-            self.optimizer.flat._version,
-            *[p._version for p in params],
+            version_of(self.optimizer.flat),
+            *[version_of(p) for p in params],
             *[p.data_ptr() for p in params],
         )
         if key != self._fused_key:

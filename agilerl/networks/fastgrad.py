@@ -48,7 +48,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.autograd import Variable
+
+from agilerl.networks import torch_internals as internals
 
 __all__ = [
     "ChainLayer",
@@ -58,6 +59,8 @@ __all__ = [
     "TapeFunction",
     "autograd_only",
     "chain_of",
+    "fast_gradients",
+    "gradient_mode",
     "interleaved_parameters",
     "joined_chain",
     "pack_parameters",
@@ -66,12 +69,12 @@ __all__ = [
 ]
 
 _CHAIN_ACTIVATIONS = (None, "ReLU", "Tanh")
-_threshold_backward = torch.ops.aten.threshold_backward
-_threshold_backward_into = torch.ops.aten.threshold_backward.grad_input
-_tanh_backward = torch.ops.aten.tanh_backward
-_tanh_backward_into = torch.ops.aten.tanh_backward.grad_input
-_layer_norm = torch.ops.aten.native_layer_norm
-_layer_norm_backward = torch.ops.aten.native_layer_norm_backward
+_threshold_backward = internals.threshold_backward
+_threshold_backward_into = internals.threshold_backward_into
+_tanh_backward = internals.tanh_backward
+_tanh_backward_into = internals.tanh_backward_into
+_layer_norm = internals.layer_norm
+_layer_norm_backward = internals.layer_norm_backward
 
 Noise = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 """``(weight_sigma, weight_epsilon, bias_sigma, bias_epsilon)`` of a noisy layer."""
@@ -394,7 +397,10 @@ _CHAINS: weakref.WeakKeyDictionary[nn.Module, MLPChain | None] = weakref.WeakKey
 
 
 def chain_of(module: nn.Module) -> MLPChain | None:
-    """The (cached) :class:`MLPChain` of ``module``, or ``None`` when it does not qualify."""
+    """The (cached) :class:`MLPChain` of ``module``, or ``None`` when it does not qualify
+    (or when this torch's internals are unknown: see :mod:`~agilerl.networks.torch_internals`)."""
+    if not internals.FAST_PATHS:
+        return None
     try:
         return _CHAINS[module]
     except KeyError:
@@ -590,6 +596,8 @@ _STACKS: weakref.WeakKeyDictionary[
 
 def stacked_chain_of(modules: Sequence[nn.Module]) -> StackedChain | None:
     """The (cached) :class:`StackedChain` of ``modules``, or ``None`` when they do not qualify."""
+    if not internals.FAST_PATHS:
+        return None
     cached = _STACKS.get(modules[0])
     if cached is not None:
         refs, stack = cached
@@ -637,17 +645,32 @@ def pack_parameters(params: Sequence[torch.Tensor]) -> torch.Tensor | None:
     return flat
 
 
-_FAST = [True]
+_FAST = [internals.FAST_PATHS]
+
+
+def fast_gradients() -> bool:
+    """Whether :class:`GradTape` s made now take the graph-free path by default."""
+    return _FAST[-1]
 
 
 @contextlib.contextmanager
-def autograd_only() -> Iterator[None]:
-    """Within this block every :class:`GradTape` uses plain autograd (parity tests)."""
-    _FAST.append(False)
+def gradient_mode(fast: bool) -> Iterator[None]:
+    """Within this block :class:`GradTape` s take the graph-free path only if ``fast``.
+
+    ``training.fast_grad`` runs a whole run in one mode; the graph-free path is
+    also off, whatever ``fast`` says, on a torch version it does not know
+    (:data:`agilerl.networks.torch_internals.FAST_PATHS`).
+    """
+    _FAST.append(bool(fast) and internals.FAST_PATHS)
     try:
         yield
     finally:
         _FAST.pop()
+
+
+def autograd_only() -> contextlib.AbstractContextManager[None]:
+    """Within this block every :class:`GradTape` uses plain autograd (parity tests)."""
+    return gradient_mode(False)
 
 
 class _Record(NamedTuple):
@@ -686,17 +709,8 @@ class _FunctionRecord(NamedTuple):
 
 
 _ONE = torch.ones(())
-_set_grad_enabled = torch._C._set_grad_enabled
-
-
-def _backward(
-    tensors: tuple[torch.Tensor, ...], grads: tuple[torch.Tensor, ...], keep_graph: bool = False
-) -> None:
-    """``torch.autograd.backward`` without its Python argument handling (~40 us per call)."""
-    try:
-        Variable._execution_engine.run_backward(tensors, grads, keep_graph, False, (), True, True)
-    except (AttributeError, TypeError):  # a torch whose private engine API differs
-        torch.autograd.backward(tensors, grads, retain_graph=keep_graph)
+_set_grad_enabled = internals.set_grad_enabled
+_backward = internals.run_backward
 
 
 def _send(

@@ -23,8 +23,10 @@ from typing import Any
 import torch
 from torch import nn
 
-FUSED_ADAM = hasattr(torch, "_fused_adam_")
-"""Whether this torch has the one-pass fused Adam kernel."""
+from agilerl.networks import torch_internals as internals
+
+FUSED_ADAM = internals.FUSED_ADAM
+"""Whether this torch has the one-pass fused Adam kernel (and is one the fast paths know)."""
 
 
 def fused_adam_step(
@@ -42,7 +44,7 @@ def fused_adam_step(
     The kernel does not bump version counters; caches keyed on them (e.g. PPO's
     acting snapshot) rely on that, as after the unfused in-place update, so this does.
     """
-    torch._fused_adam_(
+    internals.fused_adam_(
         [params],
         [grad],
         [exp_avg],

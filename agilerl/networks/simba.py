@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from gymnasium import spaces
 from torch import nn
 
+from agilerl.networks import torch_internals as internals
 from agilerl.networks.activations import make_activation
 from agilerl.networks.mlp import HIDDEN_GAIN, init_linear, make_flattener
 from agilerl.networks.spaces import flat_input_dim, space_from_dict, space_to_dict
@@ -75,7 +76,7 @@ class RunningNorm(nn.Module):
         source = self.__dict__.get("_source")
         if source is not None:
             with torch.no_grad():
-                torch._foreach_copy_(
+                internals.foreach_copy_(
                     [self.mean, self.var, self.count], [source.mean, source.var, source.count]
                 )
         elif self.training and torch.is_grad_enabled():

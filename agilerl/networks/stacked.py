@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from agilerl.networks import torch_internals as internals
 from agilerl.networks.fastgrad import MLPChain
 from agilerl.networks.optim import FUSED_ADAM, FlatAdam, fused_adam_step
 
@@ -94,10 +95,10 @@ def flat_of(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.cat([t.detach().reshape(-1) for t in tensors])
 
 
-_threshold_backward = torch.ops.aten.threshold_backward
-_tanh_backward = torch.ops.aten.tanh_backward
-_layer_norm = torch.ops.aten.native_layer_norm
-_layer_norm_backward = torch.ops.aten.native_layer_norm_backward
+_threshold_backward = internals.threshold_backward
+_tanh_backward = internals.tanh_backward
+_layer_norm = internals.layer_norm
+_layer_norm_backward = internals.layer_norm_backward
 
 
 class LayerViews(NamedTuple):

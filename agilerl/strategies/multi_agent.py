@@ -38,6 +38,7 @@ class PettingZooStrategy(TrainingStrategy):
     training_fields: ClassVar[frozenset[str]] = RL_EVAL_FIELDS | {
         "sum_scores",
         "eval_max_concurrent_episodes",
+        "fast_grad",
     }
 
     def make_envs(self, manifest: TrainingManifest, *, seed: int) -> EnvSetup:

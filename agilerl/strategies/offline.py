@@ -26,6 +26,7 @@ class OfflineStrategy(GymVectorEnvStrategy):
     training_fields: ClassVar[frozenset[str]] = RL_EVAL_FIELDS | {
         "eval_max_concurrent_episodes",
         "experience_sharing",
+        "fast_grad",
     }
     default_loop: ClassVar[str | TrainingLoop | None] = (
         "agilerl.training.train_offline:train_offline"

@@ -28,6 +28,8 @@ EPSILON_FIELDS = ("eps_start", "eps_end", "eps_decay")
 
 def _batched_extras(training: TrainingSpec) -> dict[str, Any]:
     batched = training.batched_population
+    if not training.fast_grad:  # stacked members train through the fast-gradient path
+        return {}
     if batched or (batched is None and training.pop_size > 1):
         # Unset: batched where the population allows it; true: also say when it does not.
         return {"batched_population": batched or "auto"}
@@ -99,6 +101,7 @@ class SingleAgentOnPolicyStrategy(GymVectorEnvStrategy):
     training_fields: ClassVar[frozenset[str]] = RL_EVAL_FIELDS | {
         "batched_population",
         "eval_max_concurrent_episodes",
+        "fast_grad",
     }
     default_loop: ClassVar[str | TrainingLoop | None] = (
         "agilerl.training.population_loops:train_on_policy_population"
@@ -162,6 +165,7 @@ class SingleAgentOffPolicyStrategy(GymVectorEnvStrategy):
     training_fields: ClassVar[frozenset[str]] = RL_EVAL_FIELDS | {
         "batched_population",
         "eval_max_concurrent_episodes",
+        "fast_grad",
         "learning_delay",
         "experience_sharing",
         *EPSILON_FIELDS,

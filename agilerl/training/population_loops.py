@@ -13,6 +13,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from agilerl.networks import torch_internals
+from agilerl.networks.fastgrad import fast_gradients
 from agilerl.training import batched_off_policy, batched_on_policy
 from agilerl.training.batched_eval import use_batched
 from agilerl.training.results import LoopResult
@@ -26,6 +28,15 @@ def _accepted(loop: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any
     """The keyword arguments ``loop`` declares (the batched loops make their own envs)."""
     names = inspect.signature(loop).parameters
     return {k: v for k, v in kwargs.items() if k in names}
+
+
+def _fast_path_reason() -> str | None:
+    """Why stacked members cannot train now: they train through the fast-gradient path."""
+    if fast_gradients():
+        return None
+    return torch_internals.unsupported_reason() or (
+        "training.fast_grad is false and stacked members train through the fast-gradient path"
+    )
 
 
 def train_on_policy_population(
@@ -47,7 +58,7 @@ def train_on_policy_population(
         **kwargs: :func:`~agilerl.training.train_on_policy.train_on_policy`'s arguments.
     """
     if batched_population:
-        reason = batched_on_policy.batched_on_policy_reason(
+        reason = _fast_path_reason() or batched_on_policy.batched_on_policy_reason(
             population, env, kwargs.get("env_factory"), kwargs.get("eval_env")
         )
         if use_batched(reason, batched_population):
@@ -73,7 +84,7 @@ def train_off_policy_population(
         **kwargs: :func:`~agilerl.training.train_off_policy.train_off_policy`'s arguments.
     """
     if batched_population:
-        reason = batched_off_policy.batched_off_policy_reason(
+        reason = _fast_path_reason() or batched_off_policy.batched_off_policy_reason(
             population,
             env,
             kwargs.get("memory"),

@@ -36,6 +36,7 @@ SAMPLES: dict[str, str] = {
     "sum_scores": "false",
     "experience_sharing": "false",
     "batched_population": "false",
+    "fast_grad": "false",
     "env_resource_ratio": "0.5",
     "rollout_batch_size": "2",
     "rollout_engines_per_agent": "1",

@@ -27,6 +27,7 @@ from torch import nn
 
 from agilerl.algorithms.core.base import SingleAgentAlgorithm
 from agilerl.algorithms.core.rng import generator_from_state, generator_state
+from agilerl.networks import torch_internals as internals
 from agilerl.networks.fastgrad import GradTape
 from agilerl.networks.spaces import composite_items
 
@@ -89,9 +90,9 @@ def soft_update(
 ) -> None:
     """``target <- (1 - tau) * target + tau * source`` for paired tensor lists (in place)."""
     if tau >= 1.0:
-        torch._foreach_copy_(list(targets), list(sources))
+        internals.foreach_copy_(targets, sources)
     elif tau > 0.0:
-        torch._foreach_lerp_(list(targets), list(sources), float(tau))
+        internals.foreach_lerp_(targets, sources, tau)
 
 
 def hard_update(target: nn.Module, source: nn.Module) -> None:

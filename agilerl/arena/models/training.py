@@ -110,6 +110,13 @@ class TrainingSpec(StrictModel):
         "(one vector env, one forward, one update for the group); null: on for populations "
         "of more than one agent whose algorithm and memories allow it.",
     )
+    fast_grad: bool = Field(
+        True,
+        description="Compute the gradients of MLP trunks on the graph-free fast path "
+        "(hand-written backward passes; stacked populations train through it too); false: "
+        "plain autograd, members one after another. Both give the same results within float "
+        "tolerance; the fast path is off by itself on a torch version it is not tested on.",
+    )
     env_resource_ratio: float | None = Field(
         None,
         gt=0.0,
@@ -171,6 +178,12 @@ class TrainingSpec(StrictModel):
             and self.eps_start < self.eps_end
         ):
             raise ValueError(f"eps_start ({self.eps_start}) is below eps_end ({self.eps_end})")
+        if not self.fast_grad and self.batched_population:
+            raise ValueError(
+                "batched_population: true trains the stacked members through the fast-gradient "
+                "path, which fast_grad: false turns off; set batched_population to false (or "
+                "remove it), or fast_grad to true"
+            )
         if not self.eval_greedy and self.eval_samples_per_task < 1:
             raise ValueError("eval_greedy: false needs eval_samples_per_task >= 1")
         if self.async_rollout:

@@ -1,0 +1,201 @@
+"""Every private torch API the fast paths call, in one place, behind a version check.
+
+The graph-free gradients (:mod:`agilerl.networks.fastgrad`), the stacked
+populations (:mod:`agilerl.networks.stacked`), :class:`~agilerl.networks.optim.FlatAdam`
+and the target-network updates use a few torch internals: aten backward
+kernels, the autograd engine's entry point, the grad-mode switch, the fused
+Adam kernel and the ``_foreach`` list ops. Private APIs can change between
+releases without notice, so they are used only on the torch versions the
+parity tests ran on (:data:`TESTED_TORCH`). On any other version
+:data:`FAST_PATHS` is ``False`` and every caller takes its public path: plain
+autograd for gradients, sequential populations, the unfused Adam arithmetic,
+per-tensor loops for the list ops. Results stay the same within float
+tolerance either way (``training.fast_grad: false`` forces the public path on a
+known version too; ``tests/networks/test_torch_internals.py`` and
+``tests/training/test_fast_grad_field.py`` compare the two).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+__all__ = [
+    "FAST_PATHS",
+    "FUSED_ADAM",
+    "TESTED_TORCH",
+    "foreach_copy_",
+    "foreach_lerp_",
+    "fused_adam_",
+    "layer_norm",
+    "layer_norm_backward",
+    "run_backward",
+    "set_grad_enabled",
+    "supported",
+    "tanh_backward",
+    "tanh_backward_into",
+    "threshold_backward",
+    "threshold_backward_into",
+    "unsupported_reason",
+    "version_of",
+]
+
+TESTED_TORCH: tuple[tuple[int, int], tuple[int, int]] = ((2, 3), (2, 13))
+"""The oldest and newest ``(major, minor)`` torch the fast paths' parity tests ran on."""
+
+
+def supported(version: str) -> bool:
+    """Whether torch ``version`` (e.g. ``"2.13.0+cpu"``) is one the fast paths know."""
+    match = re.match(r"(\d+)\.(\d+)", version)
+    if match is None:
+        return False
+    key = (int(match.group(1)), int(match.group(2)))
+    return TESTED_TORCH[0] <= key <= TESTED_TORCH[1]
+
+
+def _lookup() -> dict[str, Any] | None:
+    """The private callables, or ``None`` when this torch lacks one of them."""
+    try:
+        from torch.autograd import Variable
+
+        aten = torch.ops.aten
+        return {
+            "threshold_backward": aten.threshold_backward,
+            "threshold_backward_into": aten.threshold_backward.grad_input,
+            "tanh_backward": aten.tanh_backward,
+            "tanh_backward_into": aten.tanh_backward.grad_input,
+            "layer_norm": aten.native_layer_norm,
+            "layer_norm_backward": aten.native_layer_norm_backward,
+            "set_grad_enabled": torch._C._set_grad_enabled,
+            "engine": Variable._execution_engine,
+            "foreach_copy_": torch._foreach_copy_,
+            "foreach_lerp_": torch._foreach_lerp_,
+            "fused_adam_": getattr(torch, "_fused_adam_", None),
+        }
+    except (AttributeError, RuntimeError):
+        return None
+
+
+_PRIVATE = _lookup() if supported(torch.__version__) else None
+
+FAST_PATHS: bool = _PRIVATE is not None
+"""Whether the private fast paths are in use (a known torch that has all of them)."""
+
+FUSED_ADAM: bool = FAST_PATHS and _PRIVATE["fused_adam_"] is not None
+"""Whether :func:`fused_adam_` is torch's one-pass fused Adam kernel."""
+
+
+def unsupported_reason() -> str | None:
+    """Why the fast paths are off on this torch (``None``: they are on)."""
+    if FAST_PATHS:
+        return None
+    low, high = (f"{a}.{b}" for a, b in TESTED_TORCH)
+    if not supported(torch.__version__):
+        return (
+            f"torch {torch.__version__} is outside the versions the fast gradient paths "
+            f"are tested on ({low} to {high}); plain autograd is used"
+        )
+    return f"torch {torch.__version__} lacks a private API the fast paths need; plain autograd"
+
+
+def _private(name: str) -> Any:
+    if _PRIVATE is None:
+        raise RuntimeError(f"torch internal {name} used although {unsupported_reason()}")
+    return _PRIVATE[name]
+
+
+# --- aten kernels (only reached when FAST_PATHS: callers check it first) ---------------------
+def threshold_backward(grad: torch.Tensor, output: torch.Tensor, threshold: float) -> torch.Tensor:
+    """ReLU's backward: ``grad`` where ``output > threshold``, else 0."""
+    return _private("threshold_backward")(grad, output, threshold)
+
+
+def threshold_backward_into(
+    grad: torch.Tensor, output: torch.Tensor, threshold: float, *, grad_input: torch.Tensor
+) -> torch.Tensor:
+    """:func:`threshold_backward` written into ``grad_input``."""
+    return _private("threshold_backward_into")(grad, output, threshold, grad_input=grad_input)
+
+
+def tanh_backward(grad: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+    """Tanh's backward from its output: ``grad * (1 - output**2)``."""
+    return _private("tanh_backward")(grad, output)
+
+
+def tanh_backward_into(
+    grad: torch.Tensor, output: torch.Tensor, *, grad_input: torch.Tensor
+) -> torch.Tensor:
+    """:func:`tanh_backward` written into ``grad_input``."""
+    return _private("tanh_backward_into")(grad, output, grad_input=grad_input)
+
+
+def layer_norm(
+    x: torch.Tensor, shape: Sequence[int], weight: Any, bias: Any, eps: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(normalised, mean, rstd)`` as LayerNorm's forward saves them."""
+    return _private("layer_norm")(x, shape, weight, bias, eps)
+
+
+def layer_norm_backward(*args: Any) -> tuple[Any, Any, Any]:
+    """LayerNorm's backward from :func:`layer_norm`'s saved statistics."""
+    return _private("layer_norm_backward")(*args)
+
+
+# --- autograd engine -------------------------------------------------------------------------
+def set_grad_enabled(mode: bool) -> None:
+    """Switch grad mode without a context manager's overhead (public fallback otherwise)."""
+    if _PRIVATE is None:
+        torch.set_grad_enabled(mode)
+    else:
+        _PRIVATE["set_grad_enabled"](mode)
+
+
+def run_backward(
+    tensors: tuple[torch.Tensor, ...], grads: tuple[torch.Tensor, ...], keep_graph: bool = False
+) -> None:
+    """``torch.autograd.backward`` without its Python argument handling (~40 us per call)."""
+    if _PRIVATE is not None:
+        _PRIVATE["engine"].run_backward(tensors, grads, keep_graph, False, (), True, True)
+    else:
+        torch.autograd.backward(tensors, grads, retain_graph=keep_graph)
+
+
+# --- list ops and the fused optimizer ------------------------------------------------------
+def _per_tensor(op: Callable[..., Any]) -> Callable[..., None]:
+    def apply(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor], *args: Any) -> None:
+        for target, source in zip(targets, sources, strict=True):
+            op(target, source, *args)
+
+    return apply
+
+
+def foreach_copy_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor]) -> None:
+    """``target.copy_(source)`` for paired lists, in one dispatch where torch allows."""
+    if _PRIVATE is None:
+        _per_tensor(torch.Tensor.copy_)(targets, sources)
+    else:
+        _PRIVATE["foreach_copy_"](list(targets), list(sources))
+
+
+def foreach_lerp_(
+    targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor], weight: float
+) -> None:
+    """``target.lerp_(source, weight)`` for paired lists, in one dispatch where torch allows."""
+    if _PRIVATE is None:
+        _per_tensor(torch.Tensor.lerp_)(targets, sources, float(weight))
+    else:
+        _PRIVATE["foreach_lerp_"](list(targets), list(sources), float(weight))
+
+
+def version_of(tensor: torch.Tensor) -> Any:
+    """``tensor``'s in-place version counter (a cache key); on an unknown torch, a fresh
+    object that equals nothing, so a cache keyed on it is rebuilt at every use."""
+    return tensor._version if _PRIVATE is not None else object()
+
+
+def fused_adam_(*args: Any, **kwargs: Any) -> None:
+    """torch's fused Adam kernel (only when :data:`FUSED_ADAM`)."""
+    _private("fused_adam_")(*args, **kwargs)
