@@ -14,15 +14,17 @@ last one is done.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from agilerl.training.evaluation import episode_stats
+from agilerl.training.engine import Members
+from agilerl.training.evaluation import episode_stats, eval_layout
 from agilerl.training.population_env import PopulationVectorEnv
+from agilerl.training.run_context import RunContext
 
-__all__ = ["evaluate_population", "group_actions"]
+__all__ = ["BatchedMembers", "evaluate_population", "group_actions", "use_batched"]
 
 
 def group_actions(
@@ -91,43 +93,49 @@ def evaluate_population(
     return fitness, stats
 
 
-def evaluate_and_evolve(
-    loop: Any,
-    groups: Sequence[Any],
-    agents: Sequence[Any],
-    eval_env: PopulationVectorEnv,
-    details: Sequence[dict[str, float]],
-    *,
-    episodes: int,
-    max_steps: int | None,
-    tournament: Any = None,
-    mutation: Any = None,
-) -> None:
-    """End a batched generation: evaluate every member, record, evolve when due.
+class BatchedMembers(Members):
+    """What the stacked populations share as :class:`~agilerl.training.engine.MemberTrainer` s:
+    the groups of the generation (:func:`agilerl.algorithms.batched.make_groups`, set
+    by :meth:`train_generation`) and one evaluation env with ``copies`` sub-envs per
+    member, played with one forward per step for all of them.
 
     Args:
-        loop: The run's :class:`~agilerl.training.population_loop.PopulationLoop`.
-        groups: The generation's groups (stacked and lone) over ``agents``.
-        agents: The generation's members, in population order.
-        eval_env: One vector env with copies for every member.
-        details: Per-member training metrics of the generation, merged with its eval stats.
-        episodes: Greedy episodes per member.
-        max_steps: Step cap per evaluation episode.
-        tournament: Tournament selection, or None (no evolution).
-        mutation: Mutations, or None (no evolution).
+        env_factory: ``factory(seed=, num_envs=)`` making vector envs.
+        size: Members in the population.
+        run: The run (its seed, and ``training.eval_max_concurrent_episodes``).
+        eval_loop: Greedy episodes per member and evaluation.
+        eval_steps: Step cap per evaluation.
     """
-    fitness, eval_stats = evaluate_population(
-        groups,
-        agents,
-        eval_env,
-        seed=loop.run.seed + 31 * loop.generation,
-        loop=episodes,
-        max_steps=max_steps,
-    )
-    loop.end_generation(fitness, [{**d, **s} for d, s in zip(details, eval_stats, strict=True)])
-    if tournament is not None and mutation is not None and loop.should_evolve():
-        loop.evolve(tournament, mutation)
-    loop.after_generation()
+
+    def __init__(
+        self,
+        env_factory: Callable[..., Any],
+        size: int,
+        run: RunContext,
+        *,
+        eval_loop: int,
+        eval_steps: int | None,
+    ) -> None:
+        copies, self.episodes = eval_layout(eval_loop, run.explicit("eval_max_concurrent_episodes"))
+        self.eval_env = PopulationVectorEnv(env_factory, size, copies, per_member=True)
+        self.eval_steps, self.seed = eval_steps, run.seed
+        self.groups: list[Any] = []
+
+    def evaluate(self, population: list[Any], generation: int) -> list[tuple[float, dict]]:
+        """Every member's greedy mean return and episode stats, on the shared seeds."""
+        fitness, stats = evaluate_population(
+            self.groups,
+            population,
+            self.eval_env,
+            seed=self.seed + 31 * generation,
+            loop=self.episodes,
+            max_steps=self.eval_steps,
+        )
+        return list(zip(fitness, stats, strict=True))
+
+    def close(self) -> None:
+        """Close the evaluation env."""
+        self.eval_env.close()
 
 
 def use_batched(reason: str | None, mode: bool | str) -> bool:

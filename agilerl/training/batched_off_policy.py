@@ -22,7 +22,7 @@ afresh.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,9 +33,8 @@ from agilerl.components.replay_buffer import (
     PrioritizedReplayBuffer,
     sample_members,
 )
-from agilerl.training.batched_eval import evaluate_and_evolve, group_actions
-from agilerl.training.engine import STATE_KEY
-from agilerl.training.evaluation import eval_layout
+from agilerl.training.batched_eval import BatchedMembers, group_actions
+from agilerl.training.engine import run_population
 from agilerl.training.population_env import PopulationVectorEnv
 from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.results import LoopResult, mean_metrics
@@ -105,105 +104,124 @@ def train_off_policy_batched(
     vector env is made with ``env_factory``). Check
     :func:`batched_off_policy_reason` first.
     """
-
     run = run or RunContext.ephemeral()
-    size, num_envs = len(population), int(env.num_envs)
-    copies, episodes = eval_layout(eval_loop, run.explicit("eval_max_concurrent_episodes"))
-    train_env = PopulationVectorEnv(env_factory, size, num_envs)
-    eval_env = PopulationVectorEnv(env_factory, size, copies, per_member=True)
-    shared = not isinstance(memory, list)
-    memories = [memory] * size if shared else list(memory)
-    loop = PopulationLoop(
-        population,
-        run,
-        max_steps=max_steps,
-        evo_steps=evo_steps,
-        target=target,
-        checkpoint_every=checkpoint,
+    members = BatchedOffPolicyMembers(
+        env_factory, len(population), int(env.num_envs), memory, run, eval_loop=eval_loop,
+        eval_steps=eval_steps, learning_delay=learning_delay, eps_start=eps_start,
+        eps_end=eps_end, eps_decay=eps_decay, exact_stops=save_memory,
+    )  # fmt: skip
+    return run_population(
+        population, members, run, max_steps=max_steps, evo_steps=evo_steps, target=target,
+        checkpoint=checkpoint, tournament=tournament, mutation=mutation,
         label=f"{algo} {env_name}".strip(),
-    )
-    state = run.resume_state
-    epsilons = list(loop.epsilons or [eps_start] * size)
-    owned = [memory] if shared else memories
-    if state is not None and state.memory is not None:
-        for mem, mem_state in zip(owned, state.memory, strict=True):
-            mem.load_state_dict(mem_state["main"])
-    run.memory_provider = lambda: [{"main": m.state_dict()} for m in owned]
-    run.memory_every_checkpoint = save_memory
-    learn_credit = [0.0] * size
-    saved_credit = (state.extra.get(STATE_KEY) or {}).get("learn_credit") if state else None
-    if saved_credit is not None and len(saved_credit) == size:
-        learn_credit = [float(c) for c in saved_credit]
-    try:
-        while not loop.finished():
-            loop.begin_generation()
-            agents = loop.population
-            # Seeded resets every generation, as the sequential trainer does.
-            obs = train_env.reset([run.seed + 7919 * loop.generation + i for i in range(size)])
-            trackers = [EpisodeTracker(num_envs) for _ in range(size)]
-            for agent in agents:
-                if hasattr(agent, "reset_noise"):
-                    agent.reset_noise()
-            groups = make_groups(agents)
-            next_eval = [loop.next_evaluation(agent) for agent in agents]
-            stats: list[list[dict[str, float]]] = [[] for _ in range(size)]
-            while not loop.interrupted():
-                active = [i for i in range(size) if agents[i].steps < next_eval[i]]
-                if not active:
-                    break
-                actions = group_actions(groups, obs, epsilons)
-                next_obs, real, reward, terminated, truncated = train_env.step(actions)
-                _store(memories, shared, active, obs, actions, reward, real, terminated, truncated)
-                for i in active:
-                    agent = agents[i]
-                    ended = terminated[i] | truncated[i]
-                    trackers[i].step(reward[i], ended)
-                    if ended.any() and hasattr(agent, "reset_noise"):
-                        agent.reset_noise(np.flatnonzero(ended))
-                    agent.steps += num_envs
-                    loop.advance(num_envs)
-                    epsilons[i] = max(eps_end, epsilons[i] * eps_decay)
-                    if agent.steps >= learning_delay and len(memories[i]) >= agent.batch_size:
-                        learn_credit[i] += num_envs / agent.learn_step
-                obs = next_obs
-                _learn_due(groups, agents, memories, learn_credit, active, stats, shared)
-            for group in groups:
-                group.sync()
-            partial = any(agents[i].steps < next_eval[i] for i in range(size))
-            if partial and save_memory and loop.abandon_generation():
-                break  # the resumed run repeats this generation from its checkpoint
-            details = []
-            for i, agent in enumerate(agents):
-                finished = trackers[i].pop()
-                agent.scores.extend(finished)
-                details.append(
-                    {
-                        **mean_metrics(stats[i]),
-                        "train_return": float(np.mean(finished)) if finished else math.nan,
-                        "epsilon": epsilons[i]
-                        if getattr(agent, "uses_epsilon", False)
-                        else math.nan,
-                        "memory_size": len(memories[i]),
-                    }
-                )
-            loop.epsilons = list(epsilons)
-            # (under the sequential trainer's key: either mode resumes the other's checkpoint)
-            run.extra_state[STATE_KEY] = {"learn_credit": list(learn_credit)}
-            evaluate_and_evolve(
-                loop,
-                groups,
-                agents,
-                eval_env,
-                details,
-                episodes=episodes,
-                max_steps=eval_steps,
-                tournament=tournament,
-                mutation=mutation,
+    )  # fmt: skip
+
+
+class BatchedOffPolicyMembers(BatchedMembers):
+    """The off-policy paradigm, stacked, for :func:`~agilerl.training.engine.run_population`.
+
+    The members step one vector env of ``members x envs`` sub-envs together
+    (reset from seeded resets every generation, as the sequential loop's are);
+    stops, memories in checkpoints, epsilons and learning credits follow
+    :class:`~agilerl.training.train_off_policy.OffPolicyMembers` (the credits
+    under the same key, so either mode resumes the other's checkpoint).
+    """
+
+    def __init__(
+        self,
+        env_factory: Callable[..., Any],
+        size: int,
+        num_envs: int,
+        memory: Any,
+        run: RunContext,
+        *,
+        eval_loop: int,
+        eval_steps: int | None,
+        learning_delay: int,
+        eps_start: float,
+        eps_end: float,
+        eps_decay: float,
+        exact_stops: bool = False,
+    ) -> None:
+        super().__init__(env_factory, size, run, eval_loop=eval_loop, eval_steps=eval_steps)
+        self.train_env = PopulationVectorEnv(env_factory, size, num_envs)
+        self.num_envs, self.learning_delay = num_envs, learning_delay
+        self.eps_start, self.eps_end, self.eps_decay = eps_start, eps_end, eps_decay
+        self.partial_generation = "drop" if exact_stops else "keep"
+        self.shared = not isinstance(memory, list)
+        self.memories = [memory] * size if self.shared else list(memory)
+        owned = [memory] if self.shared else self.memories
+        state = run.resume_state
+        if state is not None and state.memory is not None:
+            for mem, mem_state in zip(owned, state.memory, strict=True):
+                mem.load_state_dict(mem_state["main"])
+        run.memory_provider = lambda: [{"main": m.state_dict()} for m in owned]
+        run.memory_every_checkpoint = exact_stops
+        self.learn_credit = [0.0] * size
+
+    def state_dict(self) -> dict[str, Any]:
+        """The learning credits (fractions of an update carried to the next step)."""
+        return {"learn_credit": list(self.learn_credit)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        credit = state.get("learn_credit")
+        if credit is not None and len(credit) == len(self.learn_credit):
+            self.learn_credit = [float(c) for c in credit]
+
+    def train_generation(
+        self, population: list[Any], until: list[int], loop: PopulationLoop
+    ) -> list[dict[str, Any]]:
+        size, num_envs, memories = len(population), self.num_envs, self.memories
+        if loop.epsilons is None:
+            loop.epsilons = [self.eps_start] * size
+        epsilons, credit = loop.epsilons, self.learn_credit
+        obs = self.train_env.reset([self.seed + 7919 * loop.generation + i for i in range(size)])
+        trackers = [EpisodeTracker(num_envs) for _ in range(size)]
+        for agent in population:
+            if hasattr(agent, "reset_noise"):
+                agent.reset_noise()
+        self.groups = groups = make_groups(population)
+        stats: list[list[dict[str, float]]] = [[] for _ in range(size)]
+        while not loop.interrupted():
+            active = [i for i in range(size) if population[i].steps < until[i]]
+            if not active:
+                break
+            actions = group_actions(groups, obs, epsilons)
+            next_obs, real, reward, terminated, truncated = self.train_env.step(actions)
+            _store(memories, self.shared, active, obs, actions, reward, real, terminated, truncated)
+            for i in active:
+                agent = population[i]
+                ended = terminated[i] | truncated[i]
+                trackers[i].step(reward[i], ended)
+                if ended.any() and hasattr(agent, "reset_noise"):
+                    agent.reset_noise(np.flatnonzero(ended))
+                agent.steps += num_envs
+                loop.advance(num_envs)
+                epsilons[i] = max(self.eps_end, epsilons[i] * self.eps_decay)
+                if agent.steps >= self.learning_delay and len(memories[i]) >= agent.batch_size:
+                    credit[i] += num_envs / agent.learn_step
+            obs = next_obs
+            _learn_due(groups, population, memories, credit, active, stats, self.shared)
+        for group in groups:
+            group.sync()
+        details = []
+        for i, agent in enumerate(population):
+            finished = trackers[i].pop()
+            agent.scores.extend(finished)
+            details.append(
+                {
+                    **mean_metrics(stats[i]),
+                    "train_return": float(np.mean(finished)) if finished else math.nan,
+                    "epsilon": epsilons[i] if getattr(agent, "uses_epsilon", False) else math.nan,
+                    "memory_size": len(memories[i]),
+                }
             )
-    finally:
-        train_env.close()
-        eval_env.close()
-    return loop.finish()
+        return details
+
+    def close(self) -> None:
+        """Close the training and evaluation envs."""
+        self.train_env.close()
+        super().close()
 
 
 def _store(

@@ -27,10 +27,10 @@ import torch
 from agilerl.algorithms.batched import LoneGroup, batchable, make_groups
 from agilerl.algorithms.batched.ppo import PPOGroup
 from agilerl.components.rollout_buffer import RolloutBuffer
-from agilerl.training.batched_eval import evaluate_and_evolve
+from agilerl.training.batched_eval import BatchedMembers
 from agilerl.training.collect import collect_rollouts
 from agilerl.training.collect_recurrent import collect_recurrent_rollouts
-from agilerl.training.evaluation import eval_layout
+from agilerl.training.engine import run_population
 from agilerl.training.population_env import PopulationVectorEnv
 from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.results import LoopResult, mean_metrics
@@ -104,69 +104,70 @@ def train_on_policy_batched(
     arguments; the envs are made with ``env_factory``. Check
     :func:`batched_on_policy_reason` first.
     """
-
     run = run or RunContext.ephemeral()
-    size = len(population)
-    copies, episodes = eval_layout(eval_loop, run.explicit("eval_max_concurrent_episodes"))
-    pool = _EnvPool(env_factory)
-    eval_env = PopulationVectorEnv(env_factory, size, copies, per_member=True)
-    loop = PopulationLoop(
-        population,
-        run,
-        max_steps=max_steps,
-        evo_steps=evo_steps,
-        target=target,
-        checkpoint_every=checkpoint,
-        label=f"{algo} {env_name}".strip(),
+    members = BatchedOnPolicyMembers(
+        env_factory, len(population), run, eval_loop=eval_loop, eval_steps=eval_steps
     )
-    try:
-        while not loop.finished():
-            loop.begin_generation()
-            agents = loop.population
-            groups = make_groups(agents)
-            next_eval = [loop.next_evaluation(agent) for agent in agents]
-            losses: list[dict[str, float]] = [{} for _ in range(size)]
-            partial = False  # a stop signal cut the generation short
-            for group in groups:
-                seeds = [run.seed + 7919 * loop.generation + slot for slot in group.slots]
-                penv = pool.take(len(group), int(group.members[0].spec.num_envs))
-                try:
-                    train = _train_lone if isinstance(group, LoneGroup) else _train_group
-                    results = train(group, penv, seeds, loop)
-                finally:
-                    pool.give_back(penv)
-                for slot, agent, (agent_losses, returns) in zip(
-                    group.slots, group.members, results, strict=True
-                ):
-                    partial |= agent.steps < next_eval[slot]
-                    agent.scores.extend(returns)
-                    losses[slot] = mean_metrics(agent_losses) | {
-                        "train_return": float(np.mean(returns)) if returns else float("nan"),
-                        "lr": float(agent.current_lr(agent.steps)),
-                    }
-            for group in groups:
-                group.sync()
-            if partial and loop.abandon_generation():
-                break
-            evaluate_and_evolve(
-                loop,
-                groups,
-                agents,
-                eval_env,
-                losses,
-                episodes=episodes,
-                max_steps=eval_steps,
-                tournament=tournament,
-                mutation=mutation,
-            )
-    finally:
-        pool.close()
-        eval_env.close()
-    return loop.finish()
+    return run_population(
+        population, members, run, max_steps=max_steps, evo_steps=evo_steps, target=target,
+        checkpoint=checkpoint, tournament=tournament, mutation=mutation,
+        label=f"{algo} {env_name}".strip(),
+    )  # fmt: skip
+
+
+class BatchedOnPolicyMembers(BatchedMembers):
+    """The on-policy paradigm, stacked, for :func:`~agilerl.training.engine.run_population`.
+
+    Each generation every group collects and learns in lockstep on a vector
+    env of its members' sub-envs (from a pool kept across generations), reset
+    from the seeds the sequential loop uses, then writes back into its members.
+    """
+
+    def __init__(
+        self,
+        env_factory: Callable[..., Any],
+        size: int,
+        run: RunContext,
+        *,
+        eval_loop: int,
+        eval_steps: int | None,
+    ) -> None:
+        super().__init__(env_factory, size, run, eval_loop=eval_loop, eval_steps=eval_steps)
+        self.pool = _EnvPool(env_factory)
+
+    def train_generation(
+        self, population: list[Any], until: list[int], loop: PopulationLoop
+    ) -> list[dict[str, Any]]:
+        self.groups = make_groups(population)
+        metrics: list[dict[str, Any]] = [{} for _ in population]
+        for group in self.groups:
+            seeds = [self.seed + 7919 * loop.generation + slot for slot in group.slots]
+            penv = self.pool.take(len(group), int(group.members[0].spec.num_envs))
+            try:
+                train = _train_lone if isinstance(group, LoneGroup) else _train_group
+                results = train(group, penv, seeds, until[group.slots[0]], loop)
+            finally:
+                self.pool.give_back(penv)
+            for slot, agent, (agent_losses, returns) in zip(
+                group.slots, group.members, results, strict=True
+            ):
+                agent.scores.extend(returns)
+                metrics[slot] = mean_metrics(agent_losses) | {
+                    "train_return": float(np.mean(returns)) if returns else float("nan"),
+                    "lr": float(agent.current_lr(agent.steps)),
+                }
+        for group in self.groups:
+            group.sync()
+        return metrics
+
+    def close(self) -> None:
+        """Close the pooled training envs and the evaluation env."""
+        self.pool.close()
+        super().close()
 
 
 def _train_lone(
-    group: LoneGroup, penv: PopulationVectorEnv, seeds: list[int], loop: PopulationLoop
+    group: LoneGroup, penv: PopulationVectorEnv, seeds: list[int], until: int, loop: PopulationLoop
 ) -> list[tuple[list[dict[str, float]], list[float]]]:
     """One member that does not stack: the sequential loop's collect and learn."""
     agent = group.members[0]
@@ -174,10 +175,9 @@ def _train_lone(
     obs = env.reset(seed=seeds[0])[0]
     buffer = agent.create_rollout_buffer()
     collect = collect_recurrent_rollouts if getattr(agent, "recurrent", False) else collect_rollouts
-    next_eval = loop.next_evaluation(agent)
     agent_losses: list[dict[str, float]] = []
     returns: list[float] = []
-    while agent.steps < next_eval and not loop.interrupted():
+    while agent.steps < until and not loop.interrupted():
         agent.update_lr_schedule(agent.steps)
         before = agent.steps
         obs, finished, _ = collect(agent, env, buffer, obs)
@@ -188,16 +188,16 @@ def _train_lone(
 
 
 def _train_group(
-    group: PPOGroup, penv: PopulationVectorEnv, seeds: list[int], loop: PopulationLoop
+    group: PPOGroup, penv: PopulationVectorEnv, seeds: list[int], until: int, loop: PopulationLoop
 ) -> list[tuple[list[dict[str, float]], list[float]]]:
-    """A stacked group's generation: lockstep rollouts and stacked updates."""
+    """A stacked group's generation: lockstep rollouts and stacked updates (its members
+    have taken the same steps, so ``until`` is every member's)."""
     members = group.members
     obs = penv.reset(seeds)
     buffer = group.create_rollout_buffer()
-    next_eval = loop.next_evaluation(members[0])
     losses: list[list[dict[str, float]]] = [[] for _ in members]
     returns: list[list[float]] = [[] for _ in members]
-    while members[0].steps < next_eval and not loop.interrupted():
+    while members[0].steps < until and not loop.interrupted():
         obs = _collect(group, penv, buffer, obs, returns)
         steps = buffer.pos * penv.num_envs
         for member in members:

@@ -71,6 +71,16 @@ class MemberTrainer(Protocol):
         """
         ...
 
+    def train_generation(
+        self, population: list[Any], until: list[int], loop: PopulationLoop
+    ) -> list[dict[str, Any]]:
+        """Train every member ``i`` until ``until[i]``; each member's generation metrics.
+
+        :class:`Members` calls :meth:`train` member by member; a paradigm whose
+        members train together (a stacked population) does it here instead.
+        """
+        ...
+
     def evaluate(self, population: list[Any], generation: int) -> list[tuple[float, dict]]:
         """``(fitness, evaluation metrics)`` of every member."""
         ...
@@ -107,6 +117,15 @@ class Members:
     def can_train(self, agent: Any) -> bool:
         """Every member trains until ``max_steps`` (the engine's own rule)."""
         return True
+
+    def train_generation(
+        self, population: list[Any], until: list[int], loop: PopulationLoop
+    ) -> list[dict[str, Any]]:
+        """One member after another, each through :meth:`train`."""
+        return [
+            self.train(slot, agent, end, loop)
+            for slot, (agent, end) in enumerate(zip(population, until, strict=True))
+        ]
 
     def state_dict(self) -> dict[str, Any]:
         """No state of its own."""
@@ -190,17 +209,18 @@ def run_population(
     try:
         while not loop.finished():
             loop.begin_generation()
-            metrics, partial = [], False
-            for slot, agent in enumerate(loop.population):
-                until = loop.next_evaluation(agent)
-                try:
-                    metrics.append(trainer.train(slot, agent, until, loop))
-                except RunFailure:
-                    if trainer.partial_generation == "resume":
-                        run.extra_state[STATE_KEY] = trainer.state_dict()
-                        loop.checkpoint_where_members_stand()
-                    raise
-                partial |= trainer.progress(agent) < until and trainer.can_train(agent)
+            until = [loop.next_evaluation(agent) for agent in loop.population]
+            try:
+                metrics = trainer.train_generation(loop.population, until, loop)
+            except RunFailure:
+                if trainer.partial_generation == "resume":
+                    run.extra_state[STATE_KEY] = trainer.state_dict()
+                    loop.checkpoint_where_members_stand()
+                raise
+            partial = any(
+                trainer.progress(agent) < end and trainer.can_train(agent)
+                for agent, end in zip(loop.population, until, strict=True)
+            )
             if partial and trainer.partial_generation == "resume":
                 run.extra_state[STATE_KEY] = trainer.state_dict()
                 loop.stop_mid_generation()
