@@ -101,56 +101,37 @@ def unsupported_reason() -> str | None:
     return f"torch {torch.__version__} lacks a private API the fast paths need; plain autograd"
 
 
-def _private(name: str) -> Any:
-    if _PRIVATE is None:
+def _missing(name: str) -> Callable[..., Any]:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(f"torch internal {name} used although {unsupported_reason()}")
-    return _PRIVATE[name]
+
+    return refuse
 
 
-# --- aten kernels (only reached when FAST_PATHS: callers check it first) ---------------------
-def threshold_backward(grad: torch.Tensor, output: torch.Tensor, threshold: float) -> torch.Tensor:
-    """ReLU's backward: ``grad`` where ``output > threshold``, else 0."""
-    return _private("threshold_backward")(grad, output, threshold)
+def _private(name: str) -> Any:
+    """The private callable itself (no wrapper on the hot path), or one that refuses."""
+    return _missing(name) if _PRIVATE is None else _PRIVATE[name]
 
 
-def threshold_backward_into(
-    grad: torch.Tensor, output: torch.Tensor, threshold: float, *, grad_input: torch.Tensor
-) -> torch.Tensor:
-    """:func:`threshold_backward` written into ``grad_input``."""
-    return _private("threshold_backward_into")(grad, output, threshold, grad_input=grad_input)
-
-
-def tanh_backward(grad: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
-    """Tanh's backward from its output: ``grad * (1 - output**2)``."""
-    return _private("tanh_backward")(grad, output)
-
-
-def tanh_backward_into(
-    grad: torch.Tensor, output: torch.Tensor, *, grad_input: torch.Tensor
-) -> torch.Tensor:
-    """:func:`tanh_backward` written into ``grad_input``."""
-    return _private("tanh_backward_into")(grad, output, grad_input=grad_input)
-
-
-def layer_norm(
-    x: torch.Tensor, shape: Sequence[int], weight: Any, bias: Any, eps: float
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(normalised, mean, rstd)`` as LayerNorm's forward saves them."""
-    return _private("layer_norm")(x, shape, weight, bias, eps)
-
-
-def layer_norm_backward(*args: Any) -> tuple[Any, Any, Any]:
-    """LayerNorm's backward from :func:`layer_norm`'s saved statistics."""
-    return _private("layer_norm_backward")(*args)
-
+# --- aten kernels (reached only when FAST_PATHS: their callers check it first) ---------------
+threshold_backward: Callable[..., torch.Tensor] = _private("threshold_backward")
+"""ReLU's backward: ``threshold_backward(grad, output, 0.0)``."""
+threshold_backward_into: Callable[..., torch.Tensor] = _private("threshold_backward_into")
+"""ReLU's backward written into ``grad_input=``."""
+tanh_backward: Callable[..., torch.Tensor] = _private("tanh_backward")
+"""Tanh's backward from its output: ``tanh_backward(grad, output)``."""
+tanh_backward_into: Callable[..., torch.Tensor] = _private("tanh_backward_into")
+"""Tanh's backward written into ``grad_input=``."""
+layer_norm: Callable[..., tuple] = _private("layer_norm")
+"""LayerNorm's forward saving ``(normalised, mean, rstd)``."""
+layer_norm_backward: Callable[..., tuple] = _private("layer_norm_backward")
+"""LayerNorm's backward from :func:`layer_norm`'s saved statistics."""
 
 # --- autograd engine -------------------------------------------------------------------------
-def set_grad_enabled(mode: bool) -> None:
-    """Switch grad mode without a context manager's overhead (public fallback otherwise)."""
-    if _PRIVATE is None:
-        torch.set_grad_enabled(mode)
-    else:
-        _PRIVATE["set_grad_enabled"](mode)
+set_grad_enabled: Callable[[bool], Any] = (
+    torch.set_grad_enabled if _PRIVATE is None else _PRIVATE["set_grad_enabled"]
+)
+"""Switch grad mode without a context manager's overhead (public fallback otherwise)."""
 
 
 def run_backward(
@@ -196,6 +177,7 @@ def version_of(tensor: torch.Tensor) -> Any:
     return tensor._version if _PRIVATE is not None else object()
 
 
-def fused_adam_(*args: Any, **kwargs: Any) -> None:
-    """torch's fused Adam kernel (only when :data:`FUSED_ADAM`)."""
-    _private("fused_adam_")(*args, **kwargs)
+fused_adam_: Callable[..., None] = (
+    _PRIVATE["fused_adam_"] if FUSED_ADAM else _missing("fused_adam_")
+)
+"""torch's fused Adam kernel (only when :data:`FUSED_ADAM`)."""
