@@ -11,6 +11,7 @@ from torch import nn
 
 from agilerl.algorithms.core.base import SingleAgentAlgorithm
 from agilerl.algorithms.core.ppo_objective import PPOCoefs, kl_stops, ppo_objective
+from agilerl.algorithms.core.ppo_updates import UpdateTally, diagnoses
 from agilerl.algorithms.core.rng import restore_generator
 from agilerl.arena.models.algorithms.ppo import PPOSpec
 from agilerl.components.recurrent_rollout_buffer import RecurrentRolloutBuffer
@@ -405,45 +406,26 @@ class PPO(SingleAgentAlgorithm):
         """
         spec = self.spec
         lr = self.update_lr_schedule() if spec.lr_schedule is not None else spec.lr
-        batches_per_epoch = max(1, math.ceil(buffer.size / spec.batch_size))
-        sums, counts = [0.0] * 5, [0] * 5
-        updates, epochs_done, stop = 0, 0.0, False
+        tally = UpdateTally(math.ceil(buffer.size / spec.batch_size))
         for epoch in range(spec.update_epochs):
-            diagnose = spec.target_kl is not None or epoch == spec.update_epochs - 1
-            batches = 0
+            diagnose = diagnoses(spec.target_kl, epoch, spec.update_epochs)
             for index, batch in enumerate(self._minibatches(buffer)):
                 tape = GradTape()
                 loss, stats = self._loss(batch, tape, diagnose)
                 self._check_finite(stats, epoch, index)
                 if kl_stops(stats[3], spec.target_kl):
-                    stop = True
+                    tally.stop()
                     break
                 self.optimizer.zero_grad()
                 tape.backward(loss)
                 self.optimizer.clip_grad_norm_(spec.max_grad_norm)
                 self.optimizer.step()
                 self.num_updates += 1
-                updates += 1
-                batches += 1
-                for i, value in enumerate(stats):
-                    if value is not None:
-                        sums[i] += value
-                        counts[i] += 1
-            if stop:
-                epochs_done += batches / batches_per_epoch
+                tally.step(stats)
+            tally.end_epoch()
+            if tally.stopped:
                 break
-            epochs_done += 1.0
-        means = [total / n if n else float("nan") for total, n in zip(sums, counts, strict=True)]
-        return {
-            "policy_loss": means[0],
-            "value_loss": means[1],
-            "entropy": means[2],
-            "approx_kl": means[3],
-            "clip_fraction": means[4],
-            "lr": lr,
-            "updates": float(updates),
-            "epochs": epochs_done,
-        }
+        return tally.result(lr)
 
     def _loss(
         self, batch: dict[str, Any], tape: GradTape, diagnose: bool

@@ -30,6 +30,7 @@ import torch
 from gymnasium import spaces
 
 from agilerl.algorithms.core.ppo_objective import PPOCoefs, kl_stops, ppo_objective
+from agilerl.algorithms.core.ppo_updates import UpdateTally, diagnoses
 from agilerl.algorithms.ppo import PPO
 from agilerl.components.rollout_buffer import RolloutBuffer, gae
 from agilerl.networks import distributions as D
@@ -271,17 +272,14 @@ class PPOGroup:
             self.optimizer.lrs[i] = float(member.optimizer.param_groups[0]["lr"])
         samples = data["advantages"].shape[1]
         batch_size, epochs = spec.batch_size, spec.update_epochs
-        per_epoch = max(1, math.ceil(samples / batch_size))
         target_kl = [m.spec.target_kl for m in members]
         ent_in_loss = [m.spec.ent_coef != 0.0 for m in members]
-        sums = [[0.0] * 5 for _ in range(n)]
-        counts = [[0] * 5 for _ in range(n)]
-        updates, epochs_done = [0] * n, [0.0] * n
+        tallies = [UpdateTally(math.ceil(samples / batch_size)) for _ in range(n)]
         active = list(range(n))
         for epoch in range(epochs):
             if not active:
                 break
-            diagnosed = [target_kl[i] is not None or epoch == epochs - 1 for i in range(n)]
+            diagnosed = [diagnoses(target_kl[i], epoch, epochs) for i in range(n)]
             rows = list(active)
             orders = None
             if batch_size < samples:
@@ -292,7 +290,6 @@ class PPOGroup:
                     ]
                 )
             order_row = {r: j for j, r in enumerate(rows)}
-            batches = [0] * n
             for index, start in enumerate(range(0, samples, batch_size)):
                 if not rows:
                     break
@@ -302,36 +299,15 @@ class PPOGroup:
                 stats, stop = self._update(rows, data, idx, diagnosed, ent_in_loss, epoch, index)
                 for r, values in zip(rows, stats, strict=True):
                     if r in stop:
-                        continue
-                    members[r].num_updates += 1
-                    updates[r] += 1
-                    batches[r] += 1
-                    for k, value in enumerate(values):
-                        if value is not None:
-                            sums[r][k] += value
-                            counts[r][k] += 1
-                for r in stop:
-                    epochs_done[r] += batches[r] / per_epoch
+                        tallies[r].stop()
+                    else:
+                        members[r].num_updates += 1
+                        tallies[r].step(values)
                 rows = [r for r in rows if r not in stop]
-            for r in rows:
-                epochs_done[r] += 1.0
+            for r in active:
+                tallies[r].end_epoch()
             active = rows
-        results = []
-        for i in range(n):
-            means = [s / c if c else float("nan") for s, c in zip(sums[i], counts[i], strict=True)]
-            results.append(
-                {
-                    "policy_loss": means[0],
-                    "value_loss": means[1],
-                    "entropy": means[2],
-                    "approx_kl": means[3],
-                    "clip_fraction": means[4],
-                    "lr": lrs[i],
-                    "updates": float(updates[i]),
-                    "epochs": epochs_done[i],
-                }
-            )
-        return results
+        return [tally.result(lr) for tally, lr in zip(tallies, lrs, strict=True)]
 
     def _update(
         self,
