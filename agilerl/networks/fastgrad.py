@@ -29,7 +29,7 @@ against plain autograd for every algorithm.
 :class:`MLPChain` is also what acting uses for numpy inference on the CPU.
 
 Several same-shaped trunks that read the same input (twin critics) run as one
-:class:`StackedChain` through :meth:`GradTape.stacked`: one batched matmul per
+:class:`ModuleStack` through :meth:`GradTape.stacked`: one batched matmul per
 layer for all of them. Their weights are read as ``[N, out, in]`` views when
 they lie side by side in memory (see :func:`interleaved_parameters` and
 :func:`pack_parameters`), else stacked per call; either way the gradients are
@@ -54,7 +54,9 @@ from agilerl.networks import torch_internals as internals
 __all__ = [
     "ChainLayer",
     "GradTape",
+    "LayerViews",
     "MLPChain",
+    "ModuleStack",
     "StackedChain",
     "TapeFunction",
     "autograd_only",
@@ -429,8 +431,176 @@ def _stacked_view(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
     return first.as_strided((len(tensors), *first.shape), (first.numel(), *first.stride()))
 
 
+class LayerViews(NamedTuple):
+    """One layer of ``N`` stacked chains: ``[N, ...]`` tensors (or numpy arrays).
+
+    Attributes:
+        weight: ``[N, out, in]``.
+        bias: ``[N, out]``.
+        norm_weight: ``[N, out]`` LayerNorm scale, else ``None``.
+        norm_bias: ``[N, out]`` LayerNorm shift, else ``None``.
+        weight_t: ``weight`` transposed, ``[N, in, out]`` (what a forward pass multiplies by).
+        bias_row: ``bias`` as ``[N, 1, out]`` (broadcast over the batch).
+
+    As a gradient target (see :meth:`StackedChain.backward`) only ``weight``,
+    ``bias`` and the norm fields are read; a ``None`` there goes to the
+    backward's ``fallback``.
+    """
+
+    weight: Any
+    bias: Any
+    norm_weight: Any = None
+    norm_bias: Any = None
+    weight_t: Any = None
+    bias_row: Any = None
+
+
 class StackedChain:
-    """``N`` same-shaped :class:`MLPChain` s (no noise, no LayerNorm) run as one batched chain.
+    """``N`` same-shaped ``Linear -> LayerNorm? -> activation`` chains run as one, with a
+    hand-written backward: one batched matmul per layer for all of them.
+
+    The one implementation of stacked chains: twin critics read as one
+    (:class:`ModuleStack`, through :meth:`GradTape.stacked`) and a population's
+    members stacked in ``[N, P]`` rows (:class:`~agilerl.networks.stacked.LayoutStack`)
+    both run through it; they differ only in where the per-layer
+    :class:`LayerViews` of weights and gradients come from. Like
+    :class:`MLPChain`, no method records an autograd graph (call them with
+    gradients disabled).
+
+    Args:
+        acts: Each layer's activation (``None``, ``"ReLU"`` or ``"Tanh"``).
+        norm_eps: Each layer's LayerNorm epsilon, ``None`` for no LayerNorm.
+    """
+
+    def __init__(self, acts: Sequence[str | None], norm_eps: Sequence[float | None]) -> None:
+        self.acts = tuple(acts)
+        self.norm_eps = tuple(norm_eps)
+
+    def forward(
+        self, views: Sequence[LayerViews], x: torch.Tensor, saved: list[tuple] | None = None
+    ) -> torch.Tensor:
+        """``[B, in]`` (shared) or ``[N, B, in] -> [N, B, out]``: member ``i``'s chain on its input.
+
+        With ``saved``, what :meth:`backward` needs is appended to it.
+        """
+        if x.dim() == 2:
+            x = x.expand(views[0].weight.shape[0], *x.shape)
+        for layer, act, eps in zip(views, self.acts, self.norm_eps, strict=True):
+            h = torch.baddbmm(layer.bias_row, x, layer.weight_t)
+            stats = None
+            if eps is not None:
+                normed, mean, rstd = _layer_norm(h, (h.shape[-1],), None, None, eps)
+                stats = (h, normed, mean, rstd)
+                h = torch.addcmul(
+                    layer.norm_bias.unsqueeze(1), normed, layer.norm_weight.unsqueeze(1)
+                )
+            if act == "ReLU":
+                h = h.relu_()
+            elif act == "Tanh":
+                h = _tanh_(h)
+            if saved is not None:
+                saved.append((x, stats))
+            x = h
+        return x
+
+    def forward_numpy(self, views: Sequence[LayerViews], x: np.ndarray) -> np.ndarray:
+        """:meth:`forward` in numpy, on views of a CPU ``float32`` numpy array (acting)."""
+        if x.dtype != np.float32:
+            x = x.astype(np.float32)
+        for layer, act, eps in zip(views, self.acts, self.norm_eps, strict=True):
+            x = np.matmul(x, layer.weight_t)
+            x += layer.bias_row
+            if eps is not None:
+                mean = x.mean(axis=-1, keepdims=True)
+                var = x.var(axis=-1, keepdims=True)
+                x = (x - mean) / np.sqrt(var + eps)
+                x = x * layer.norm_weight[:, None, :] + layer.norm_bias[:, None, :]
+            if act == "ReLU":
+                np.maximum(x, 0.0, out=x)
+            elif act == "Tanh":
+                np.tanh(x, out=x)
+        return x
+
+    def backward(
+        self,
+        grad: torch.Tensor,
+        views: Sequence[LayerViews],
+        saved: Sequence[tuple],
+        output: torch.Tensor,
+        targets: Sequence[LayerViews | None] | None = None,
+        *,
+        param_grads: bool = True,
+        input_grad: bool = False,
+        input_cols: slice | None = None,
+        fallback: Any = None,
+    ) -> torch.Tensor | None:
+        """Back-propagate ``grad`` (d loss / d output, ``[N, B, out]``).
+
+        Args:
+            grad: The output's gradient.
+            views: The layers' parameters, as in the forward pass.
+            saved: What the forward pass saved.
+            output: The forward pass's output.
+            targets: Per layer, where the parameter gradients are added (views of
+                gradient buffers).
+            param_grads: Compute parameter gradients.
+            input_grad: Return the input's gradient.
+            input_cols: Only these input columns' gradient.
+            fallback: ``fallback(layer, kind, grad)`` receives a ``[N, ...]``
+                weight (``kind`` 0) or bias (1) gradient whose target is ``None``.
+
+        Returns:
+            The input's gradient ``[N, B, in]`` when ``input_grad``, else ``None``.
+        """
+        last = len(self.acts) - 1
+        for i in range(last, -1, -1):
+            layer = views[i]
+            x, stats = saved[i]
+            h = output if i == last else saved[i + 1][0]
+            grad = _activation_backward(self.acts[i], grad, h, owned=i < last)
+            target = targets[i] if targets is not None else None
+            if stats is not None:
+                pre, normed, mean, rstd = stats
+                if param_grads:
+                    target.norm_weight.add_((grad * normed).sum(1))
+                    target.norm_bias.add_(grad.sum(1))
+                grad = grad * layer.norm_weight.unsqueeze(1)
+                grad = _layer_norm_backward(
+                    grad, pre, (pre.shape[-1],), mean, rstd, None, None, [True, False, False]
+                )[0]
+            if param_grads:
+                _add_layer_grads(i, grad, x, target, fallback)
+            if i > 0:
+                grad = torch.bmm(grad, layer.weight)
+            elif input_grad:
+                weight = layer.weight if input_cols is None else layer.weight[:, :, input_cols]
+                grad = _matmul(grad, weight)
+        return grad if input_grad else None
+
+
+def _add_layer_grads(
+    layer: int, grad: torch.Tensor, x: torch.Tensor, target: LayerViews | None, fallback: Any
+) -> None:
+    """Add a stacked layer's weight and bias gradients (from output ``grad``, input ``x``)."""
+    weight = target.weight if target is not None else None
+    bias = target.bias if target is not None else None
+    grad_w: torch.Tensor | None = None
+    if weight is not None and x.shape[-1] >= _NARROW:
+        weight.baddbmm_(grad.mT, x)  # accumulated in place: no temporary
+    else:
+        grad_w = _matmul(grad.mT, x)
+    grad_b = grad.sum(1)
+    for kind, view, g in ((0, weight, grad_w), (1, bias, grad_b)):
+        if g is None:
+            continue
+        if view is not None:
+            view.add_(g)
+        else:
+            fallback(layer, kind, g)
+
+
+class ModuleStack:
+    """``N`` same-shaped :class:`MLPChain` s (no noise, no LayerNorm) as one :class:`StackedChain`.
 
     The input is ``[B, in]`` (shared by all members) or ``[N, B, in]``; the output
     is ``[N, B, out]``. Weights are read as ``[N, out, in]`` views when the
@@ -446,20 +616,21 @@ class StackedChain:
     def __init__(self, chains: Sequence[MLPChain]) -> None:
         self.chains = list(chains)
         self.size = len(self.chains)
-        self.acts = [layer.act for layer in self.chains[0].layers]
+        acts = [layer.act for layer in self.chains[0].layers]
+        self.core = StackedChain(acts, [None] * len(acts))
         self._tensors = [
             tuple(c.layers[i].weight for c in self.chains)
             + tuple(c.layers[i].bias for c in self.chains)
-            for i in range(len(self.acts))
+            for i in range(len(acts))
         ]
         self._ptrs: tuple[int, ...] = ()
         self._views: list[tuple[torch.Tensor | None, torch.Tensor | None]] = []
-        self._layer_views: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
-        # per layer: (gradient data pointers, [N, ...] weight and bias gradient views)
-        self._grad_views: dict[int, tuple[tuple[int, ...], Any, Any]] = {}
+        self._layer_views: list[LayerViews] | None = None
+        # per layer: (gradient data pointers, the [N, ...] weight and bias gradient views)
+        self._grad_views: dict[int, tuple[tuple[int, ...], LayerViews]] = {}
 
     @classmethod
-    def of(cls, modules: Sequence[nn.Module]) -> StackedChain | None:
+    def of(cls, modules: Sequence[nn.Module]) -> ModuleStack | None:
         """The stacked view of ``modules``, or ``None`` when they do not qualify."""
         chains = [chain_of(m) for m in modules]
         if len(chains) < 2 or any(c is None for c in chains):
@@ -493,12 +664,9 @@ class StackedChain:
             self._layer_views = None
         return self._views
 
-    def _stacked(self) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        """``(weight [N, out, in], its transpose, bias [N, 1, out])`` per layer.
-
-        Views of the parameters when they lie back to back (made once per storage),
-        else stacked copies made on this call.
-        """
+    def layers(self) -> list[LayerViews]:
+        """Every layer's :class:`LayerViews`: views of the parameters when they lie back to
+        back (made once per storage), else stacked copies made on this call."""
         views = self._stacked_views()
         if self._layer_views is not None:
             return self._layer_views
@@ -507,30 +675,22 @@ class StackedChain:
         for ts, (w, b) in zip(self._tensors, views, strict=True):
             w = w if w is not None else torch.stack([t.detach() for t in ts[:n]])
             b = b if b is not None else torch.stack([t.detach() for t in ts[n:]])
-            out.append((w, w.transpose(1, 2), b.unsqueeze(1)))
+            out.append(LayerViews(w, b, None, None, w.transpose(1, 2), b.unsqueeze(1)))
         if all(w is not None and b is not None for w, b in views):
             self._layer_views = out
         return out
 
     def forward(self, x: torch.Tensor, saved: list[tuple] | None = None) -> torch.Tensor:
         """Apply all members to ``x`` (``[B, in]`` or ``[N, B, in]``); ``[N, B, out]``."""
-        if x.dim() == 2:
-            x = x.expand(self.size, *x.shape)
-        for (w, wt, b), act in zip(self._stacked(), self.acts, strict=True):
-            pre = torch.baddbmm(b, x, wt)
-            if act == "ReLU":
-                pre = pre.relu_()
-            elif act == "Tanh":
-                pre = _tanh_(pre)
-            if saved is not None:
-                saved.append((x, w))
-            x = pre
-        return x
+        views = self.layers()
+        if saved is not None:
+            saved.append(views)  # the backward pass multiplies by the same weights
+        return self.core.forward(views, x, saved)
 
     def backward(
         self,
         grad: torch.Tensor,
-        saved: Sequence[tuple],
+        saved: Sequence[Any],
         output: torch.Tensor,
         param_grads: bool = True,
         input_grad: bool = False,
@@ -542,60 +702,50 @@ class StackedChain:
             The gradient with respect to the (expanded) input, ``[N, B, in]``,
             when ``input_grad``, else ``None``.
         """
-        last = len(self.acts) - 1
-        n = self.size
-        for i in range(last, -1, -1):
-            act = self.acts[i]
-            x, w = saved[i]
-            h = output if i == last else saved[i + 1][0]
-            grad = _activation_backward(act, grad, h, owned=i < last)
-            if param_grads:
-                self._accumulate(i, grad, x, n)
-            if i > 0:
-                grad = torch.bmm(grad, w)
-            elif input_grad:
-                grad = _matmul(grad, w if input_cols is None else w[:, :, input_cols])
-        return grad if input_grad else None
+        targets = [self._grad_target(i) for i in range(len(self._tensors))] if param_grads else None
+        return self.core.backward(
+            grad,
+            saved[0],
+            saved[1:],
+            output,
+            targets,
+            param_grads=param_grads,
+            input_grad=input_grad,
+            input_cols=input_cols,
+            fallback=self._accumulate,
+        )
 
-    def _accumulate(self, i: int, grad: torch.Tensor, x: torch.Tensor, n: int) -> None:
-        """Add layer ``i``'s weight and bias gradients (from output ``grad``, input ``x``)."""
+    def _grad_target(self, i: int) -> LayerViews | None:
+        """Layer ``i``'s ``[N, ...]`` views of the members' ``.grad`` (when back to back)."""
         params = self._tensors[i]
         grads = [p.grad for p in params]
-        if all(g is not None for g in grads):
-            ptrs = tuple(g.data_ptr() for g in grads)
-            cached = self._grad_views.get(i)
-            if cached is None or cached[0] != ptrs:
-                cached = self._grad_views[i] = (
-                    ptrs,
-                    _stacked_view(grads[:n]),
-                    _stacked_view(grads[n:]),
-                )
-            views = cached[1:]
-        else:
-            views = (None, None)
-        grad_w: torch.Tensor | None = None
-        if views[0] is not None and x.shape[-1] >= _NARROW:
-            views[0].baddbmm_(grad.mT, x)  # accumulated in place: no temporary
-        else:
-            grad_w = _matmul(grad.mT, x)
-        grad_b = grad.sum(1)
-        for members, view, g in ((params[:n], views[0], grad_w), (params[n:], views[1], grad_b)):
-            if g is None:
-                continue
-            if view is not None:
-                view.add_(g)
-            else:
-                for p, gi in zip(members, g.unbind(0), strict=True):
-                    _accumulate(p, gi)
+        if any(g is None for g in grads):
+            return None
+        ptrs = tuple(g.data_ptr() for g in grads)
+        cached = self._grad_views.get(i)
+        if cached is None or cached[0] != ptrs:
+            n = self.size
+            cached = self._grad_views[i] = (
+                ptrs,
+                LayerViews(_stacked_view(grads[:n]), _stacked_view(grads[n:])),
+            )
+        return cached[1]
+
+    def _accumulate(self, layer: int, kind: int, grad: torch.Tensor) -> None:
+        """Add a ``[N, ...]`` gradient into each member's own ``.grad``."""
+        n = self.size
+        members = self._tensors[layer][:n] if kind == 0 else self._tensors[layer][n:]
+        for p, g in zip(members, grad.unbind(0), strict=True):
+            _accumulate(p, g)
 
 
 _STACKS: weakref.WeakKeyDictionary[
-    nn.Module, tuple[tuple[weakref.ref, ...], StackedChain | None]
+    nn.Module, tuple[tuple[weakref.ref, ...], ModuleStack | None]
 ] = weakref.WeakKeyDictionary()
 
 
-def stacked_chain_of(modules: Sequence[nn.Module]) -> StackedChain | None:
-    """The (cached) :class:`StackedChain` of ``modules``, or ``None`` when they do not qualify."""
+def stacked_chain_of(modules: Sequence[nn.Module]) -> ModuleStack | None:
+    """The (cached) :class:`ModuleStack` of ``modules``, or ``None`` when they do not qualify."""
     if not internals.FAST_PATHS:
         return None
     cached = _STACKS.get(modules[0])
@@ -603,7 +753,7 @@ def stacked_chain_of(modules: Sequence[nn.Module]) -> StackedChain | None:
         refs, stack = cached
         if len(refs) == len(modules) and all(r() is m for r, m in zip(refs, modules, strict=True)):
             return stack
-    stack = StackedChain.of(modules)
+    stack = ModuleStack.of(modules)
     _STACKS[modules[0]] = (tuple(weakref.ref(m) for m in modules), stack)
     return stack
 
@@ -613,7 +763,7 @@ def interleaved_parameters(*modules: nn.Module) -> list[nn.Parameter]:
 
     ``[m1.w1, m2.w1, m1.b1, m2.b1, ...]``: an optimizer or :func:`pack_parameters`
     that lays them out in this order puts each slot's tensors back to back, which
-    lets a :class:`StackedChain` read them as one ``[N, ...]`` view. Modules whose
+    lets a :class:`ModuleStack` read them as one ``[N, ...]`` view. Modules whose
     parameter shapes differ are returned one after another.
     """
     lists = [list(m.parameters()) for m in modules]
@@ -674,7 +824,7 @@ def autograd_only() -> contextlib.AbstractContextManager[None]:
 
 
 class _Record(NamedTuple):
-    chain: MLPChain | StackedChain
+    chain: MLPChain | ModuleStack
     saved: list[tuple]
     inputs: tuple[torch.Tensor, ...]
     output: torch.Tensor
@@ -780,7 +930,7 @@ class GradTape:
     ) -> torch.Tensor:
         """``torch.stack([module(torch.cat(inputs, -1)) for module in modules])``, batched.
 
-        Same-shaped chain modules (twin critics) run as one :class:`StackedChain`;
+        Same-shaped chain modules (twin critics) run as one :class:`ModuleStack`;
         otherwise each module goes through :meth:`__call__` in turn.
 
         Args:

@@ -9,8 +9,9 @@ member's loss), and :class:`StackedAdam` steps every row with that member's
 own learning rate, betas, epsilon and step count (Adam is elementwise).
 
 :func:`chain_layout` reads where each layer's weight and bias sit in a
-member's flat buffer; :class:`StackedChain` runs a layout over a stacked
-parameter tensor.
+member's flat buffer; :class:`LayoutStack` runs a layout over a stacked
+parameter tensor through the one stacked-chain implementation,
+:class:`~agilerl.networks.fastgrad.StackedChain`.
 """
 
 from __future__ import annotations
@@ -22,15 +23,14 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from agilerl.networks import torch_internals as internals
-from agilerl.networks.fastgrad import MLPChain
+from agilerl.networks.fastgrad import LayerViews, MLPChain, StackedChain
 from agilerl.networks.optim import FUSED_ADAM, FlatAdam, fused_adam_step
 
 __all__ = [
     "LayerSlot",
     "LayerViews",
+    "LayoutStack",
     "StackedAdam",
-    "StackedChain",
     "StackedTape",
     "chain_layout",
     "flat_of",
@@ -95,39 +95,13 @@ def flat_of(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.cat([t.detach().reshape(-1) for t in tensors])
 
 
-_threshold_backward = internals.threshold_backward
-_tanh_backward = internals.tanh_backward
-_layer_norm = internals.layer_norm
-_layer_norm_backward = internals.layer_norm_backward
+class LayoutStack(StackedChain):
+    """A :func:`chain_layout` over stacked parameter rows ``[N, P]``.
 
-
-class LayerViews(NamedTuple):
-    """One layer's parameters as views of a stacked ``[N, P]`` tensor.
-
-    Attributes:
-        weight: ``[N, out, in]``.
-        bias: ``[N, out]``.
-        norm_weight: ``[N, out]`` LayerNorm scale, else ``None``.
-        norm_bias: ``[N, out]`` LayerNorm shift, else ``None``.
-        weight_t: ``weight`` transposed, ``[N, in, out]`` (what a forward pass multiplies by).
-        bias_row: ``bias`` as ``[N, 1, out]`` (broadcast over the batch).
-    """
-
-    weight: Any
-    bias: Any
-    norm_weight: Any
-    norm_bias: Any
-    weight_t: Any
-    bias_row: Any
-
-
-class StackedChain:
-    """Runs a :func:`chain_layout` over stacked parameters ``[N, P]``, with a hand-written backward.
-
-    Like :class:`~agilerl.networks.fastgrad.MLPChain`, the forward pass records
-    no autograd graph; :meth:`backward` adds each member's parameter gradients
-    straight into its row of a ``[N, P]`` gradient buffer. Both take the
-    per-layer views of :meth:`views` (cheap to keep for long-lived tensors).
+    :meth:`views` cuts each layer's :class:`~agilerl.networks.fastgrad.LayerViews`
+    out of a ``[N, P]`` tensor (parameters, a target network's rows, or a
+    gradient buffer) or numpy array; the maths is the shared
+    :class:`~agilerl.networks.fastgrad.StackedChain`'s.
 
     Args:
         layout: The layers' slots (the same for every member).
@@ -135,6 +109,10 @@ class StackedChain:
 
     def __init__(self, layout: Sequence[LayerSlot]) -> None:
         self.layout = tuple(layout)
+        super().__init__(
+            [slot.act for slot in self.layout],
+            [None if slot.norm is None else slot.norm[2] for slot in self.layout],
+        )
 
     def views(self, params: Any) -> list[LayerViews]:
         """Per-layer views of ``params`` (a ``[N, P]`` tensor or numpy array)."""
@@ -152,86 +130,9 @@ class StackedChain:
             out_views.append(LayerViews(weight, bias, norm_w, norm_b, weight_t, bias_row))
         return out_views
 
-    @torch.no_grad()
-    def forward(
-        self, views: Sequence[LayerViews], x: torch.Tensor, saved: list[tuple] | None = None
-    ) -> torch.Tensor:
-        """``[N, B, in] -> [N, B, out]``: member ``i``'s chain on ``x[i]``.
-
-        With ``saved``, what :meth:`backward` needs is appended to it.
-        """
-        for (_w, (_bo, out), act, norm), layer in zip(self.layout, views, strict=True):
-            h = torch.baddbmm(layer.bias_row, x, layer.weight_t)
-            stats = None
-            if norm is not None:
-                normed, mean, rstd = _layer_norm(h, (out,), None, None, norm[2])
-                stats = (h, normed, mean, rstd)
-                h = torch.addcmul(
-                    layer.norm_bias.unsqueeze(1), normed, layer.norm_weight.unsqueeze(1)
-                )
-            if act == "ReLU":
-                h = h.relu_()
-            elif act == "Tanh":
-                h = h.tanh_()
-            if saved is not None:
-                saved.append((x, stats))
-            x = h
-        return x
-
-    def forward_numpy(self, views: Sequence[LayerViews], x: np.ndarray) -> np.ndarray:
-        """:meth:`forward` in numpy, on views of a CPU ``float32`` numpy array (acting)."""
-        if x.dtype != np.float32:
-            x = x.astype(np.float32)
-        for (_w, _b, act, norm), layer in zip(self.layout, views, strict=True):
-            x = np.matmul(x, layer.weight_t)
-            x += layer.bias_row
-            if norm is not None:
-                mean = x.mean(axis=-1, keepdims=True)
-                var = x.var(axis=-1, keepdims=True)
-                x = (x - mean) / np.sqrt(var + norm[2])
-                x = x * layer.norm_weight[:, None, :] + layer.norm_bias[:, None, :]
-            if act == "ReLU":
-                np.maximum(x, 0.0, out=x)
-            elif act == "Tanh":
-                np.tanh(x, out=x)
-        return x
-
-    @torch.no_grad()
-    def backward(
-        self,
-        grad: torch.Tensor,
-        views: Sequence[LayerViews],
-        saved: Sequence[tuple],
-        output: torch.Tensor,
-        grads: Sequence[LayerViews],
-    ) -> None:
-        """Back-propagate ``grad`` (d loss / d output), adding into the gradient views ``grads``."""
-        last = len(self.layout) - 1
-        for i in range(last, -1, -1):
-            _w, _b, act, norm = self.layout[i]
-            layer, layer_grad = views[i], grads[i]
-            x, stats = saved[i]
-            h = output if i == last else saved[i + 1][0]
-            if act == "ReLU":
-                grad = _threshold_backward(grad, h, 0.0)
-            elif act == "Tanh":
-                grad = _tanh_backward(grad, h)
-            if norm is not None:
-                pre, normed, mean, rstd = stats
-                layer_grad.norm_weight.add_((grad * normed).sum(1))
-                layer_grad.norm_bias.add_(grad.sum(1))
-                grad = grad * layer.norm_weight.unsqueeze(1)
-                grad = _layer_norm_backward(
-                    grad, pre, (pre.shape[-1],), mean, rstd, None, None, [True, False, False]
-                )[0]
-            layer_grad.weight.baddbmm_(grad.transpose(1, 2), x)
-            layer_grad.bias.add_(grad.sum(1))
-            if i > 0:
-                grad = torch.bmm(grad, layer.weight)
-
 
 class StackedTape:
-    """Runs a :class:`StackedChain` inside a loss; :meth:`backward` fills gradient views.
+    """Runs a :class:`LayoutStack` inside a loss; :meth:`backward` fills gradient views.
 
     Calls made with autograd enabled are recorded (their output is a fresh
     leaf); calls under ``torch.no_grad()`` (targets) are plain forwards.
@@ -240,7 +141,7 @@ class StackedTape:
         chain: The stacked chain.
     """
 
-    def __init__(self, chain: StackedChain) -> None:
+    def __init__(self, chain: LayoutStack) -> None:
         self.chain = chain
         self._records: list[tuple[Sequence[LayerViews], list[tuple], torch.Tensor]] = []
 
@@ -249,7 +150,8 @@ class StackedTape:
         if not torch.is_grad_enabled():
             return self.chain.forward(views, x)
         saved: list[tuple] = []
-        out = self.chain.forward(views, x, saved)
+        with torch.no_grad():
+            out = self.chain.forward(views, x, saved)
         out.requires_grad_(True)
         self._records.append((views, saved, out))
         return out
@@ -265,9 +167,10 @@ class StackedTape:
         (Several tapes over one loss: call ``backward`` on one, ``propagate`` on the others.)
         """
         records, self._records = self._records, []
-        for views, saved, out in reversed(records):
-            if out.grad is not None:
-                self.chain.backward(out.grad, views, saved, out, grads)
+        with torch.no_grad():
+            for views, saved, out in reversed(records):
+                if out.grad is not None:
+                    self.chain.backward(out.grad, views, saved, out, grads)
 
 
 class StackedAdam:

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from agilerl.arena.models import ConfigError
-from agilerl.networks import fastgrad, stacked
+from agilerl.networks import fastgrad
 from agilerl.trainer import LocalTrainer
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*has no replay_buffer section")
@@ -65,7 +65,7 @@ class _Counter:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls = 0
-        for owner in (fastgrad.MLPChain, fastgrad.StackedChain, stacked.StackedChain):
+        for owner in (fastgrad.MLPChain, fastgrad.StackedChain):
             original = owner.backward
 
             def counted(*args: Any, _original: Any = original, **kwargs: Any) -> Any:

@@ -30,8 +30,8 @@ from agilerl.networks.fastgrad import joined_chain
 from agilerl.networks.optim import FlatAdam
 from agilerl.networks.q_networks import QNetwork
 from agilerl.networks.stacked import (
+    LayoutStack,
     StackedAdam,
-    StackedChain,
     StackedTape,
     chain_layout,
     flat_of,
@@ -93,7 +93,7 @@ class DQNGroup:
         layout = chain_layout(
             joined_chain(first.actor.encoder, first.actor.head), first.optimizer.flat
         )
-        self.net = StackedChain(layout)
+        self.net = LayoutStack(layout)
         with torch.no_grad():
             self.params = torch.stack([m.optimizer.flat for m in self.members])
             self.target = torch.stack([flat_of(m._target_params) for m in self.members])

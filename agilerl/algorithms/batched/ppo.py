@@ -36,7 +36,7 @@ from agilerl.components.rollout_buffer import RolloutBuffer, gae
 from agilerl.networks import distributions as D
 from agilerl.networks.fastgrad import joined_chain
 from agilerl.networks.optim import FlatAdam
-from agilerl.networks.stacked import StackedAdam, StackedChain, StackedTape, chain_layout
+from agilerl.networks.stacked import LayoutStack, StackedAdam, StackedTape, chain_layout
 
 __all__ = ["PPOGroup", "ppo_group_key"]
 
@@ -80,9 +80,12 @@ def ppo_group_key(agent: Any) -> tuple | None:
     A plain feed-forward :class:`PPO` with ``Discrete`` or 1-D ``Box``
     (Gaussian) actions over a flat ``Box`` observation whose actor and critic
     are MLP chains optimised by one :class:`FlatAdam` (a shared encoder is run
-    once per chain).
+    once per chain), without ``normalize_rewards`` (observation normalisation is
+    no MLP chain either).
     """
     if type(agent) is not PPO or agent.spec.recurrent:
+        return None
+    if agent.spec.normalize_rewards:  # the group computes its advantages from raw rewards
         return None
     obs_space, action_space = agent.observation_space, agent.action_space
     if not isinstance(obs_space, spaces.Box) or len(obs_space.shape) != 1:
@@ -124,7 +127,7 @@ class PPOGroup:
         first = self.members[0]
         self.device = first.device
         actor_layout, critic_layout, self._log_std_slot = _layouts(first)
-        self.actor_net, self.critic_net = StackedChain(actor_layout), StackedChain(critic_layout)
+        self.actor_net, self.critic_net = LayoutStack(actor_layout), LayoutStack(critic_layout)
         with torch.no_grad():
             self.params = torch.stack([m.optimizer.flat for m in self.members])
         self.grad = torch.zeros_like(self.params)
