@@ -1,4 +1,5 @@
-"""The ``agilerl`` command: validate manifests, export the schema, list algorithms, evaluate."""
+"""The ``agilerl`` command: validate manifests, export the schema, list algorithms, evaluate,
+export a policy."""
 
 from __future__ import annotations
 
@@ -129,6 +130,30 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from agilerl.arena.models.errors import EXIT_RUN_FAILED, RunFailure
+    from agilerl.deploy.exporting import export_policy
+
+    try:
+        result = export_policy(args.run, args.format, args.out, agent=args.agent)
+    except RunFailure as failure:  # the written file does not act like the torch policy
+        print(f"error: {failure}", file=sys.stderr)
+        return EXIT_RUN_FAILED
+    print(f"exported: {result.path} ({result.format}, {result.algorithm} from {result.checkpoint})")
+    for spec in (*result.inputs, result.output):
+        shape = ", ".join(map(str, spec["shape"]))
+        print(f"  {spec['name']}: {spec['dtype']} [{shape}]")
+    if result.checked:
+        print(
+            f"checked: the same actions as torch on {result.checked} observations "
+            f"(largest difference {result.max_difference:.2g})"
+        )
+    elif result.note:
+        print(result.note)
+    print(f"description: {result.metadata}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``agilerl`` argument parser."""
     parser = argparse.ArgumentParser(prog="agilerl", description=__doc__)
@@ -157,6 +182,17 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="allow an env that runs code named by the run's manifest (entrypoint, module:Id)",
     )
+    export = sub.add_parser(
+        "export", help="write a saved agent's deterministic policy as ONNX or TorchScript"
+    )
+    export.add_argument("run", help="run directory, checkpoint directory or agent .pt file")
+    export.add_argument(
+        "--format", choices=("onnx", "torchscript"), default="onnx", help="file format"
+    )
+    export.add_argument(
+        "--out", default=None, help="file to write (default: <run>/export/policy.onnx or .pt)"
+    )
+    export.add_argument("--agent", type=int, default=None, help="population slot (default: best)")
     sweep = sub.add_parser("sweep", help="follow, summarise or rerun a multirun sweep")
     sweep_sub = sweep.add_subparsers(dest="sweep_command", required=True)
     status = sweep_sub.add_parser("status", help="every job's state (from the ledger and sacct)")
@@ -171,6 +207,13 @@ def build_parser() -> argparse.ArgumentParser:
     summary = sweep_sub.add_parser("summary", help="jobs ranked by fitness, best overrides, plot")
     summary.add_argument("dir", help="the sweep directory")
     summary.add_argument("--no-plot", action="store_true", help="skip sweep_summary.png")
+    summary.add_argument(
+        "--importance",
+        default="auto",
+        choices=("auto", "fanova", "ped_anova", "mean_decrease_impurity", "none"),
+        help="parameter importance evaluator of an Optuna sweep (auto: fanova with "
+        "scikit-learn installed, else ped_anova)",
+    )
     again = sweep_sub.add_parser("rerun", help="run the jobs that failed or never finished")
     again.add_argument("dir", help="the sweep directory")
     again.add_argument("--print-only", action="store_true", help="print the command only")
@@ -183,7 +226,9 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.sweep_command == "status":
         return sweep_report.show_status(args.dir, args.watch)
     if args.sweep_command == "summary":
-        return sweep_report.show_summary(args.dir, plot=not args.no_plot)
+        return sweep_report.show_summary(
+            args.dir, plot=not args.no_plot, importance=args.importance
+        )
     return sweep_report.rerun(args.dir, execute=not args.print_only)
 
 
@@ -202,6 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _algorithms()
         if args.command == "evaluate":
             return _evaluate(args)
+        if args.command == "export":
+            return _export(args)
         if args.command == "sweep":
             return _sweep(args)
     except ModuleNotFoundError as exc:  # an extra the command needs is not installed

@@ -45,6 +45,13 @@ class EvaluationResult:
         return float(np.std(self.returns))
 
 
+PATH_HINT = (
+    "pass a run directory (the run_dir of a training run), one of its "
+    "checkpoints/step_<n> directories or an agent_<i>.pt file"
+)
+"""The fix for a path that names no saved agent."""
+
+
 def resolve_agent_file(path: Path, agent: int | None) -> Path:
     """The agent checkpoint file a user path stands for.
 
@@ -52,19 +59,31 @@ def resolve_agent_file(path: Path, agent: int | None) -> Path:
         ConfigError: If the path holds no agent checkpoint.
     """
     if path.is_file():
+        if path.suffix in (".yaml", ".yml", ".json"):
+            raise ConfigError(f"{path}: a manifest, not a saved agent; pass its run directory")
         return path
     if not path.exists():
-        raise ConfigError(f"{path}: no such file or directory")
-    if (path / "checkpoints" / "latest").exists():
+        raise ConfigError(f"{path}: no such file or directory; {PATH_HINT}")
+    checkpoints = path if (path / "latest").is_file() else path / "checkpoints"
+    if (checkpoints / "latest").exists():
         from agilerl.training.checkpointing import CheckpointManager
 
-        latest = CheckpointManager(path / "checkpoints").latest_dir()
+        latest = CheckpointManager(checkpoints).latest_dir()
         if latest is None:
-            raise ConfigError(f"{path}/checkpoints/latest names no checkpoint directory")
+            raise ConfigError(
+                f"{checkpoints}/latest names no checkpoint directory; pass one of "
+                f"{checkpoints}/step_<n> instead"
+            )
         path = latest
-    files = sorted(path.glob("agent_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
+    files = [p for p in path.glob("agent_*.pt") if p.stem.split("_", 1)[1].isdigit()]
+    files.sort(key=lambda p: int(p.stem.split("_")[1]))
     if not files:
-        raise ConfigError(f"{path}: holds no agent_*.pt checkpoint (nor checkpoints/latest)")
+        if (path / "manifest.yaml").is_file():
+            raise ConfigError(
+                f"{path}: this run has saved no checkpoint yet (checkpoints/latest is missing); "
+                "wait for its first checkpoint (training.checkpoint_steps) or train it again"
+            )
+        raise ConfigError(f"{path}: not a run directory (no checkpoints/latest); {PATH_HINT}")
     if agent is None:
         return files[0] if len(files) == 1 else _best(files)
     chosen = path / f"agent_{agent}.pt"
@@ -91,6 +110,28 @@ def _best(files: list[Path]) -> Path:
     if not scores:
         raise ConfigError(f"no readable agent checkpoint among {', '.join(map(str, files))}")
     return max(scores, key=lambda f: scores[f])
+
+
+def load_algorithm(agent_file: Path, device: str = "cpu") -> Any:
+    """The agent saved in ``agent_file``, rebuilt on ``device``.
+
+    The file is read with ``torch.load(weights_only=True)``: a checkpoint is
+    data and never runs code.
+
+    Raises:
+        ConfigError: Naming the file, if it is missing, truncated, corrupt or
+            not an agilerl agent checkpoint.
+    """
+    from agilerl.algorithms.core.base import EvolvableAlgorithm
+    from agilerl.training.checkpointing import load_file
+
+    load_file(agent_file)  # a truncated file is named, not a traceback
+    try:
+        return EvolvableAlgorithm.load(agent_file, device=device)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{exc}; pass a checkpoint written by agilerl training (agent_<i>.pt)"
+        ) from None
 
 
 def find_env_spec(agent_file: Path, env_name: str | None) -> GymEnvSpec | PettingZooEnvSpec:
@@ -129,21 +170,16 @@ def evaluate_checkpoint(
         ConfigError: For a missing/corrupt checkpoint, an unknown env, an env
             whose spaces differ from the agent's, or code without ``trust_code``.
     """
-    from agilerl.algorithms.core.base import EvolvableAlgorithm, MultiAgentAlgorithm
+    from agilerl.algorithms.core.base import MultiAgentAlgorithm
     from agilerl.arena.models.trust import require_trust
     from agilerl.envs.gym import make_single_env
     from agilerl.launch.preflight import check_device
-    from agilerl.training.checkpointing import load_file
 
     check_device(device)
     agent_file = resolve_agent_file(Path(path), agent)
     env_spec = find_env_spec(agent_file, env_name)
     require_trust(env_spec, trust_code, str(agent_file))
-    load_file(agent_file)  # a truncated file is named, not a traceback
-    try:
-        algo = EvolvableAlgorithm.load(agent_file, device=device)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    algo = load_algorithm(agent_file, device)
     multi_agent = isinstance(algo, MultiAgentAlgorithm)
     if multi_agent != isinstance(env_spec, PettingZooEnvSpec):
         raise ConfigError(

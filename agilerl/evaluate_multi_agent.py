@@ -46,14 +46,21 @@ def check_multi_agent_spaces(agent: Any, env: Any, env_spec: PettingZooEnvSpec) 
                 )
 
 
-def _padded(obs: Mapping[str, Any], spaces: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """A batch of one observation per agent (zeros for agents that already finished)."""
-    return {
-        a: np.asarray(obs[a], dtype=np.float32)[None]
-        if a in obs
-        else np.zeros((1, *space.shape), dtype=np.float32)
-        for a, space in spaces.items()
-    }
+def _padded(obs: Mapping[str, Any], spaces: Mapping[str, Any]) -> dict[str, Any]:
+    """A batch of one observation per agent (zeros for agents that already finished; a
+    Dict observation, e.g. with an action mask, as a dict of batches)."""
+    return {a: _batch_of_one(obs.get(a), space) for a, space in spaces.items()}
+
+
+def _batch_of_one(value: Any, space: Any) -> Any:
+    if isinstance(getattr(space, "spaces", None), Mapping):
+        return {
+            k: _batch_of_one(None if value is None else value[k], sub)
+            for k, sub in space.spaces.items()
+        }
+    if value is None:
+        return np.zeros((1, *space.shape), dtype=np.float32)
+    return np.asarray(value, dtype=np.float32)[None]
 
 
 def run_multi_agent_episodes(
@@ -85,7 +92,7 @@ def run_multi_agent_episodes(
     config = dict(env_spec.env_config or {})
     if on_frame is not None:
         config["render_mode"] = "rgb_array"
-    env = ParallelEnvFactory(env_spec.name, config)()
+    env = ParallelEnvFactory.of(env_spec, config)()
     per_agent: dict[str, list[float]] = {a: [] for a in agent.agents}
     summed: list[float] = []
     try:

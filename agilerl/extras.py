@@ -31,6 +31,12 @@ PACKAGE_EXTRAS = {
     "imageio": "video",
     "imageio_ffmpeg": "video",
     "Box2D": "box2d",
+    "onnx": "export",
+    "onnxscript": "export",
+    "onnxruntime": "export",
+    "ale_py": "atari",
+    "minatar": "atari",
+    "cv2": "atari",
 }
 
 

@@ -13,6 +13,7 @@ import datetime as dt
 import os
 import random
 import socket
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,10 @@ class LocalTrainer:
         verbose: Show the live progress display.
         accept_changed_inputs: Resume even though an input file (base model, dataset,
             reward file) changed since the run started (``inputs.json``).
+        on_evaluation: Called after each evaluation with the step (per member) and the
+            run's best fitness so far; returning ``True`` stops the run early with status
+            ``pruned`` (e.g. ``trial.report`` then ``trial.should_prune()`` of an Optuna
+            trial). Not called in a multi-process run.
         presets: Layer the sections on the env's conf group and the pair's tuned preset
             (``conf/env/``, ``conf/tuned/``), as ``train.py algorithm=<a> env=<e>`` does,
             so both train the same manifest; ``False`` starts from the specs' defaults
@@ -138,6 +143,7 @@ class LocalTrainer:
         verbose: bool = True,
         trust_code: bool = False,
         accept_changed_inputs: bool = False,
+        on_evaluation: Callable[[int, float], bool] | None = None,
         presets: bool = True,
     ) -> None:
         data = {
@@ -164,6 +170,7 @@ class LocalTrainer:
             verbose=verbose,
             trust_code=trust_code,
             accept_changed_inputs=accept_changed_inputs,
+            on_evaluation=on_evaluation,
         )
 
     def _init(self, manifest: TrainingManifest, **options: Any) -> None:
@@ -188,6 +195,7 @@ class LocalTrainer:
         self.flush_denormal: bool = options["flush_denormal"]
         self.verbose: bool = options["verbose"]
         self.accept_changed_inputs: bool = options["accept_changed_inputs"]
+        self.on_evaluation: Callable[[int, float], bool] | None = options["on_evaluation"]
         logger = options["logger"]
         self.logger = (
             logger if isinstance(logger, LoggerOptions) else LoggerOptions(**(logger or {}))
@@ -224,6 +232,7 @@ class LocalTrainer:
             "verbose": True,
             "trust_code": False,
             "accept_changed_inputs": False,
+            "on_evaluation": None,
         }
         unknown = set(options) - set(defaults)
         if unknown:
@@ -391,6 +400,7 @@ class LocalTrainer:
             resume_state=resume_state,
             elapsed_before=resume_state.wall_seconds if resume_state else 0.0,
             training=training,
+            on_evaluation=self.on_evaluation,
         )
         context.sinks = FanOut(
             self._sinks(run_dir, resume_state.wandb_id if resume_state else None)

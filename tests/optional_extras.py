@@ -17,6 +17,8 @@ EXTRA_PACKAGES: dict[str, tuple[str, ...]] = {
     "bandits": ("sklearn", "pandas", "pyarrow"),
     "offline": ("h5py", "minari"),
     "llm": ("transformers", "peft"),
+    "export": ("onnx", "onnxscript", "onnxruntime"),
+    "atari": ("ale_py", "minatar", "cv2"),
 }
 """Extra -> the packages its tests import (see pyproject.toml)."""
 
@@ -26,9 +28,13 @@ MODULES: dict[str, tuple[str, ...]] = {
         "envs/test_pettingzoo.py",
         "training/test_evaluate_multi_agent.py",
         "training/test_multi_agent_resume.py",
+        "deploy/test_load_multi_agent.py",
+        "envs/test_classic.py",
+        "algorithms/test_masked_learning.py",
     ),
     "bandits": ("envs/test_bandits.py", "algorithms_offline/test_neural_bandits.py"),
     "offline": ("envs/test_offline.py", "algorithms_offline/test_cqn.py"),
+    "atari": ("envs/test_images.py", "algorithms/test_minatar_learning.py"),
 }
 """Extra -> test modules (globs under tests/) that are about its paradigm alone."""
 
@@ -36,6 +42,8 @@ CASES: dict[str, re.Pattern[str]] = {
     "multiagent": re.compile(r"\b(IPPO|MADDPG|MATD3)\b|ippo_|maddpg_|matd3_|mpe_"),
     "bandits": re.compile(r"\b(NeuralUCB|NeuralTS)\b|neural_ucb|neural_ts|iris_bandit"),
     "llm": re.compile(r"make_tiny_llm|\b(GRPO|GSPO|CISPO|SFT|DPO|LLMPPO|LLMREINFORCE)\b"),
+    "export": re.compile(r"\bonnx\b"),
+    "atari": re.compile(r"train\.py .*env=(pong|breakout|minatar_)"),  # README runs of them
 }
 """Extra -> a pattern of the parametrization ids (algorithm, preset, command) that need it."""
 

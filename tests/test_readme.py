@@ -81,7 +81,8 @@ class Case:
         expect: Substrings of stdout + stderr.
         files: Paths (relative to the command's directory) the command must create.
         needs: ``run`` (a finished run dir in place of the README's example path),
-            ``sweep`` (a finished sweep dir), ``manifest`` (``my_run.yaml`` in the cwd).
+            ``sweep`` (a finished sweep dir), ``manifest`` (``my_run.yaml`` in the cwd),
+            ``my_envs`` (the README's ``my_envs.py`` in the cwd).
         marks: pytest marks (``slow``, ``slurm``, ``gpu``).
         skip: Why the command is not run by this test (set up elsewhere).
         rc: Expected exit status.
@@ -142,6 +143,10 @@ CASES: dict[str, Case] = {
     "python train.py algorithm=td3 env=pendulum network=simba dry_run=true": Case(
         expect=["arch: simba", "lr_actor: 0.001"]
     ),
+    "python train.py algorithm=ppo env=pendulum network=mlp_normalized "
+    "algorithm.normalize_rewards=true": Case(
+        budget=SMALL, expect=["PPO on Pendulum-v1: ", *RUN_END], marks=SLOW, outcome=REACHED
+    ),
     "python train.py algorithm=ppo env=cartpole dry_run=true": Case(
         expect=["algorithm:\n  name: PPO", "name: CartPole-v1"]
     ),
@@ -173,6 +178,18 @@ CASES: dict[str, Case] = {
     f"agilerl evaluate {RUN_PLACEHOLDER} --video episodes.mp4": Case(
         needs=("run",), expect=["video: episodes.mp4"], files=["episodes.mp4"], marks=SLOW
     ),
+    # use a trained agent
+    f"agilerl export {RUN_PLACEHOLDER} --format onnx": Case(
+        needs=("run",),
+        expect=["/export/policy.onnx (onnx, PPO from ", "same actions as torch on 64"],
+        marks=SLOW,
+    ),
+    f"agilerl export {RUN_PLACEHOLDER} --format torchscript --out policy.pt": Case(
+        needs=("run",),
+        expect=["exported: policy.pt (torchscript, PPO from ", "same actions as torch on 64"],
+        files=["policy.pt", "policy.pt.json"],
+        marks=SLOW,
+    ),
     # evolutionary HPO
     "python train.py algorithm=ppo env=cartpole hpo=evolutionary training.pop_size=4 "
     "training.evo_steps=2048 training.max_steps=30000": Case(
@@ -196,6 +213,14 @@ CASES: dict[str, Case] = {
     "hydra.sweeper.n_trials=8 training.max_steps=20000": Case(
         budget={**SMALL_SWEEP, "hydra.sweeper.n_trials": "2"},
         expect=["search space (DQN's default)", "algorithm.lr: float 6.25e-05..0.01 (log)"],
+        files=["multirun"],
+        marks=SLOW,
+    ),
+    "python train.py -m hydra/sweeper=optuna algorithm=ppo env=cartpole hydra.sweeper.n_trials=8 "
+    "hydra.sweeper.pruner.kind=median hydra.sweeper.pruner.n_startup_trials=2 "
+    "hydra.sweeper.pruner.n_warmup_steps=20000 training.max_steps=60000": Case(
+        budget={**SMALL_SWEEP, "hydra.sweeper.n_trials": "2"},
+        expect=["optuna: pruner median (n_startup_trials=2, n_warmup_steps=20000"],
         files=["multirun"],
         marks=SLOW,
     ),
@@ -231,6 +256,14 @@ CASES: dict[str, Case] = {
     "scripts/slurm_local_cluster.sh stop": Case(skip="would stop the cluster the slurm tests use"),
     # benchmarks, development
     "python scripts/bench/validate_latency.py": Case(marks=SLOW),
+    # Atari and image observations
+    'pip install -e ".[atari]"': Case(skip="installs an extra (CI installs every extra)"),
+    "python train.py algorithm=dqn env=pong training=smoke": Case(
+        expect=["DQN on ALE/Pong-v5: completed: budget done at step 4,096", *RUN_END], marks=SLOW
+    ),
+    "python train.py algorithm=ppo env=minatar_breakout": Case(
+        budget=SMALL, expect=["PPO on MinAtar/Breakout-v1: ", *RUN_END], marks=SLOW
+    ),
     'pip install -e ".[offline,bandits]"': Case(skip="installs extras (CI installs every extra)"),
     "python scripts/make_offline_dataset.py": Case(
         expect=["100000 transitions"], files=["data/cartpole_replay.npz"]
@@ -312,14 +345,27 @@ CASES: dict[str, Case] = {
     "python scripts/bench/grpo_vs_trl.py": Case(
         skip="a benchmark of minutes (needs trl, the bench extra); run by hand"
     ),
-    "python train.py algorithm=ppo env=custom environment.name=MyEnv-v0 "
+    "python train.py algorithm=ppo env=custom environment.name=WalkRight-v0 "
     "environment.entrypoint=my_envs:make environment.path=. trust_code=true "
-    "training.max_steps=50000": Case(
-        skip="needs the user's module: tests/launch/test_custom_env.py writes one and runs it"
+    "training.max_steps=20000 training.target_score=0.6": Case(
+        budget=SMALL,
+        needs=("my_envs",),
+        expect=["PPO on WalkRight-v0: ", *RUN_END],
+        marks=SLOW,
+        outcome=REACHED,
     ),
-    "python train.py algorithm=ppo env=custom environment.name=my_envs:MyEnv-v0 "
-    "environment.path=. trust_code=true training.max_steps=50000": Case(
-        skip="needs the user's module: tests/launch/test_custom_env.py writes one and runs it"
+    "python train.py algorithm=ppo env=custom environment.name=my_envs:WalkRight-v0 "
+    "environment.path=. trust_code=true training.max_steps=20000 training.target_score=0.6": Case(
+        budget=SMALL,
+        needs=("my_envs",),
+        expect=["PPO on my_envs:WalkRight-v0: ", *RUN_END],
+        marks=SLOW,
+        outcome=REACHED,
+    ),
+    "python train.py algorithm=ppo env=custom environment.name=your_package:YourEnv-v0 "
+    "trust_code=true training.max_steps=50000": Case(
+        skip="names a package of the reader's: tests/launch/test_custom_env.py installs one "
+        "that registers an id and trains on it"
     ),
     "python train.py algorithm=ppo env=custom environment.name=MountainCar-v0 "
     "training.max_steps=50000": Case(
@@ -502,6 +548,8 @@ def test_readme_command(
         fixtures["sweep"] = request.getfixturevalue("finished_sweep")
     if "manifest" in case.needs:
         _manifest(tmp_path)
+    if "my_envs" in case.needs:  # the README's own-env module, in the folder it runs from
+        (tmp_path / "my_envs.py").write_text(python_example("# my_envs.py"))
     before = _children_cpu_seconds()
     done = run_shell(shell_command(command, case, fixtures), REPO if case.in_repo else tmp_path)
     cpu_seconds = _children_cpu_seconds() - before
@@ -552,10 +600,20 @@ def python_example(marker: str) -> str:
     return code
 
 
+PYTHON_EXAMPLES = {
+    "LocalTrainer(": "test_readme_python_example",
+    "my_dpo.yaml": "test_readme_llm_dataset_python_example",
+    "agilerl.load(": "test_readme_load_python_example",
+    "# my_envs.py": "tests/launch/test_custom_env.py",
+}
+"""A text only one README Python block holds -> the test that runs that block."""
+
+
 def test_every_python_example_is_run_by_a_test() -> None:
     blocks = [b for lang, b in code_blocks(README.read_text()) if lang == "python"]
-    assert len(blocks) == 2, "a new Python example in the README needs a test here"
-    assert python_example("LocalTrainer(") != python_example("my_dpo.yaml")
+    untested = [b[:80] for b in blocks if not any(m in b for m in PYTHON_EXAMPLES)]
+    assert not untested, f"README Python examples without a test (PYTHON_EXAMPLES): {untested}"
+    assert len({python_example(m) for m in PYTHON_EXAMPLES}) == len(PYTHON_EXAMPLES)
 
 
 @pytest.mark.slow
@@ -569,6 +627,16 @@ def test_readme_python_example(tmp_path: Path) -> None:
     done = run_shell(f"{sys.executable} {script}", tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("PPO on CartPole-v1: ") == 2, done.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_readme_load_python_example(finished_run: Path, tmp_path: Path) -> None:
+    """``agilerl.load`` on a finished run: a greedy episode, then a batch of two actions."""
+    script = tmp_path / "example.py"
+    script.write_text(python_example("agilerl.load(").replace(RUN_PLACEHOLDER, str(finished_run)))
+    done = run_shell(f"{sys.executable} {script}", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.fullmatch(r"\[[01] [01]\]\n", done.stdout), done.stdout
 
 
 @pytest.mark.llm

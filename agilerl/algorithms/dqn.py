@@ -17,10 +17,10 @@ from agilerl.algorithms.core.off_policy import (
     soft_update,
 )
 from agilerl.arena.models.algorithms.dqn import DQNSpec
+from agilerl.networks import masking
 from agilerl.networks.fastgrad import GradTape, joined_chain
 from agilerl.networks.optim import FlatAdam
 from agilerl.networks.q_networks import QNetwork
-from agilerl.networks.spaces import make_obs_converter
 
 
 def dqn_loss(
@@ -42,7 +42,8 @@ def dqn_loss(
     Args:
         online: Online Q-values ``Q(obs, .)`` of an observation batch.
         target: Target-network Q-values of an observation batch.
-        b: The prepared batch (``discount`` = ``gamma ** n * (1 - done)``).
+        b: The prepared batch (``discount`` = ``gamma ** n * (1 - done)``); with
+            ``next_mask`` the next action is chosen among the legal ones only.
         start: The action space's ``start`` (stored actions are env actions).
         double: Choose the next action with the online network.
         weights: Importance weights shaped like the rewards, or ``None``.
@@ -55,10 +56,10 @@ def dqn_loss(
     with torch.no_grad():
         next_q = target(b.next_obs)
         if double:
-            next_action = online(b.next_obs).argmax(dim=-1, keepdim=True)
+            next_action = masking.masked_argmax(online(b.next_obs), b.next_mask).unsqueeze(-1)
             next_value = next_q.gather(-1, next_action).squeeze(-1)
         else:
-            next_value = next_q.max(dim=-1).values
+            next_value = masking.masked_max(next_q, b.next_mask)
         target_value = b.reward + b.discount * next_value
     q = online(b.obs).gather(-1, action).squeeze(-1)
     td = q - target_value
@@ -94,6 +95,7 @@ class DQN(OffPolicyAlgorithm):
     optimizer_names = ("optimizer",)
     uses_epsilon = DQNSpec.uses_epsilon
     action_space_types = (spaces.Discrete,)
+    reads_action_masks = True
 
     def _build(self, actor_network: nn.Module | None = None) -> None:
         """(Re)build the online and target Q networks, optimizer and converters."""
@@ -101,7 +103,7 @@ class DQN(OffPolicyAlgorithm):
         actor = actor_network
         if actor is None:
             actor = QNetwork(
-                self.observation_space,
+                self.policy_space,
                 self.action_space,
                 net_config=self.net_config,
                 normalize_images=self.spec.normalize_images,
@@ -111,7 +113,8 @@ class DQN(OffPolicyAlgorithm):
         self.optimizer = FlatAdam(self.actor.parameters(), lr=self.spec.lr)
         self._online_params = self._param_list(self.actor)
         self._target_params = self._param_list(self.actor_target)
-        self._to_tensor = make_obs_converter(self.observation_space, self.device)
+        self._masks = masking.MaskReader(self.observation_space, self.action_space, self.device)
+        self._to_tensor = self._masks.to_tensor
         self.num_actions = int(self.action_space.n)
         self._start = int(self.action_space.start)
         self._numpy_chain = None
@@ -124,35 +127,52 @@ class DQN(OffPolicyAlgorithm):
         """Epsilon-greedy env actions ``int64 [B]`` for an observation batch.
 
         Args:
-            obs: Observation batch (numpy/tensors; dicts for Dict spaces).
+            obs: Observation batch (numpy/tensors; dicts for Dict spaces). With an
+                action mask, greedy and random actions are legal ones.
             epsilon: Probability of a uniformly random action, per sub-env.
             greedy: Always take ``argmax_a Q`` (epsilon 0).
         """
         if greedy:
             epsilon = 0.0
+        mask = self._masks.numpy_mask(obs)
         if epsilon >= 1.0:
-            return self.explore(None, epsilon, batch_size_of(obs, self.observation_space))
-        if self._numpy_chain is not None and type(obs) is np.ndarray:
-            action = self._numpy_chain.forward_numpy(obs).argmax(axis=-1)
+            return self.explore(None, epsilon, batch_size_of(obs, self.observation_space), mask)
+        part = masking.observation_part(obs) if mask is not None else obs
+        if self._numpy_chain is not None and type(part) is np.ndarray:
+            q = self._numpy_chain.forward_numpy(part)
+            action = masking.masked_argmax_numpy(q, mask)
         else:
             with torch.inference_mode():
-                action = self.actor.forward(self._to_tensor(obs)).argmax(dim=-1).cpu().numpy()
-        return self.explore(action, epsilon)
+                q = self.actor.forward(self._to_tensor(obs))
+                action = masking.masked_argmax(q, self._masks.mask(obs)).cpu().numpy()
+        return self.explore(action, epsilon, mask=mask)
 
-    def explore(self, action: np.ndarray | None, epsilon: float, n: int = 0) -> np.ndarray:
+    def explore(
+        self,
+        action: np.ndarray | None,
+        epsilon: float,
+        n: int = 0,
+        mask: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Epsilon-greedy env actions from the greedy ones (``argmax_a Q``, 0-based).
 
         With ``action`` ``None`` (``epsilon >= 1``) all ``n`` actions are random.
-        A batched population acts through this too, so its members draw the same
-        random numbers as lone agents.
+        With ``mask`` (``[B, n]`` bools) random actions are drawn among the legal
+        ones. A batched population acts through this too, so its members draw the
+        same random numbers as lone agents.
         """
         if action is None:
+            if mask is not None:
+                return masking.legal_uniform(self.rng, mask) + self._start
             return self.rng.integers(0, self.num_actions, n) + self._start
         if epsilon > 0.0:
             explore = self.rng.random(action.shape[0]) < epsilon
             if explore.any():
                 action = action.copy()
-                action[explore] = self.rng.integers(0, self.num_actions, int(explore.sum()))
+                if mask is not None:
+                    action[explore] = masking.legal_uniform(self.rng, mask[explore])
+                else:
+                    action[explore] = self.rng.integers(0, self.num_actions, int(explore.sum()))
         return action + self._start if self._start else action
 
     def get_q_values(self, obs: Any) -> np.ndarray:

@@ -12,10 +12,16 @@ import torch.nn.functional as F
 from gymnasium import spaces
 from torch import nn
 
-from agilerl.algorithms.core.multi_agent import MultiAgentAlgorithm, build_mlp, flat_dim
+from agilerl.algorithms.core.multi_agent import (
+    MultiAgentAlgorithm,
+    build_mlp,
+    build_net,
+    flat_dim,
+)
 from agilerl.algorithms.core.ppo_objective import PPOCoefs, kl_stops, ppo_objective
 from agilerl.arena.models.algorithms.ippo import IPPOSpec
 from agilerl.components.advantages import gae_torch
+from agilerl.networks import masking
 from agilerl.networks.fastgrad import GradTape, chain_of
 from agilerl.networks.optim import FlatAdam
 
@@ -56,22 +62,25 @@ class IPPO(MultiAgentAlgorithm):
     # --- networks -------------------------------------------------------------
     def _critic_in(self, policy: str) -> int:
         if self.spec.shared_critic_input:
-            return sum(flat_dim(self.observation_spaces[a]) for a in self.agents)
-        return flat_dim(self.observation_spaces[self.members[policy][0]])
+            return sum(flat_dim(self.policy_spaces[a]) for a in self.agents)
+        return flat_dim(self.policy_spaces[self.members[policy][0]])
 
     def _build(self) -> None:
         given_actors, given_critics = self._given
         actors, critics, log_std = {}, {}, {}
         for policy in self.policies:
             agent = self.members[policy][0]
-            obs_dim = flat_dim(self.observation_spaces[agent])
+            obs_space = self.policy_spaces[agent]
             act_space = self.action_spaces[agent]
             out_dim = flat_dim(act_space)
             net = self.net_spec(policy)
+            images = self.spec.normalize_images
             if given_actors is None:
-                actors[policy] = build_mlp(obs_dim, out_dim, net)
-            if given_critics is None:
+                actors[policy] = build_net(obs_space, out_dim, net, images)
+            if given_critics is None and self.spec.shared_critic_input:
                 critics[policy] = build_mlp(self._critic_in(policy), 1, net)
+            elif given_critics is None:
+                critics[policy] = build_net(obs_space, 1, net, images)
             if isinstance(act_space, spaces.Box):
                 log_std[policy] = nn.Parameter(torch.full((out_dim,), self.spec.action_std_init))
         self.actors = given_actors if given_actors is not None else nn.ModuleDict(actors)
@@ -155,7 +164,9 @@ class IPPO(MultiAgentAlgorithm):
 
         Returns:
             ``{"action": {agent: tensor}, "log_prob": ..., "value": ..., "obs": ...,
-            "critic_obs": ...}`` (the last two: the network inputs used).
+            "critic_obs": ..., "mask": ...}`` (``obs``, ``critic_obs``: the network
+            inputs used; ``mask``: the legal actions of masked agents, which the
+            policy samples among).
         """
         x = {a: self.obs_tensor(obs, a) for a in self.agents}
         critic_x = self._critic_inputs(x)
@@ -167,10 +178,15 @@ class IPPO(MultiAgentAlgorithm):
             "value": {},
             "obs": x,
             "critic_obs": critic_x,
+            "mask": {},
         }
         for agent in self.agents:
             policy = self.policy_of[agent]
             out = outs[agent]
+            mask = self.action_mask(obs, agent)
+            if mask is not None:
+                result["mask"][agent] = mask
+                out = masking.mask_logits(out, mask)
             if policy in self.log_std:
                 std = self.log_std[policy].exp().expand_as(out)
                 action = out if greedy else torch.normal(out, std)
@@ -206,7 +222,9 @@ class IPPO(MultiAgentAlgorithm):
         Args:
             rollout: Per-agent ``(T, N, ...)`` tensors under ``obs``,
                 ``critic_obs``, ``action``, ``log_prob``, ``value``, ``reward``,
-                ``done``, ``active``, and ``(N,)`` tensors under ``last_value``.
+                ``done``, ``active``, and ``(N,)`` tensors under ``last_value``;
+                masked agents' legal actions ``(T, N, n)`` under ``mask`` (the
+                log-probabilities and entropy are then the masked policy's).
 
         Returns:
             Mean ``policy_loss``, ``value_loss``, ``entropy`` and ``approx_kl``.
@@ -233,15 +251,18 @@ class IPPO(MultiAgentAlgorithm):
                     spec.gae_lambda,
                 )
                 keep = rollout["active"][agent].reshape(-1).bool()
-                for key, value in (
+                fields = [
                     ("obs", rollout["obs"][agent]),
                     ("cobs", rollout["critic_obs"][agent]),
                     ("act", rollout["action"][agent]),
                     ("logp", rollout["log_prob"][agent]),
                     ("adv", adv),
                     ("ret", ret),
-                ):
-                    parts[key].append(value.reshape(-1, *value.shape[2:])[keep])
+                ]
+                if agent in rollout.get("mask", {}):
+                    fields.append(("mask", rollout["mask"][agent]))
+                for key, value in fields:
+                    parts.setdefault(key, []).append(value.reshape(-1, *value.shape[2:])[keep])
             data = {k: torch.cat(v) for k, v in parts.items()}
             n = data["obs"].shape[0]
             opt = self.opts[policy]
@@ -252,6 +273,8 @@ class IPPO(MultiAgentAlgorithm):
                     idx = order[start : start + spec.batch_size]
                     tape = GradTape()
                     out = tape(self.actors[policy], data["obs"][idx])
+                    if "mask" in data:
+                        out = masking.mask_logits(out, data["mask"][idx])
                     logp, entropy = self._log_prob_entropy(policy, out, data["act"][idx])
                     value = tape(self.critics[policy], data["cobs"][idx]).squeeze(-1)
                     batch = {

@@ -37,10 +37,12 @@ from agilerl.llm.model import (
     copy_adapter,
     enable_gradient_checkpointing,
     load_causal_lm,
+    packed_logprobs,
     reference_policy,
     seed_everything,
     sequence_logprobs,
 )
+from agilerl.llm.packing import check_packing_isolates, padded_positions
 
 CHECKPOINT_FORMAT = "agilerl.llm_dataset"
 CHECKPOINT_VERSION = 1
@@ -97,6 +99,12 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
             self._ensure_reference()
         if spec.gradient_checkpointing:
             enable_gradient_checkpointing(self.actor)
+        if spec.use_sequence_packing:
+            check_packing_isolates(self.actor)
+        self.positions = 0
+        """Token positions the forward passes computed (see :meth:`_collate`)."""
+        self.padding = 0
+        """How many of :attr:`positions` were padding."""
         self.optimizer = self._make_optimizer()
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
@@ -210,30 +218,41 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
         return {n: p.detach().clone() for n, p in self._named_trainable().items()}
 
     # --- losses ----------------------------------------------------------------------
+    def _collate(self, rows: list[TokenisedRow], env: LLMDatasetEnv) -> dict[str, torch.Tensor]:
+        """The batch of ``rows``: packed with ``use_sequence_packing``, else padded.
+
+        Counts the token positions and padding it makes the forward compute
+        (:attr:`positions`, :attr:`padding`).
+        """
+        batch = env.collate_packed(rows) if self.spec.use_sequence_packing else env.collate(rows)
+        positions, padding = padded_positions(batch)
+        self.positions += positions
+        self.padding += padding
+        return batch
+
     def _logps(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token log-probs and loss mask of each sequence under this agent's adapter."""
         self.activate()
-        batch = {k: v.to(self.device) for k, v in batch.items()}
-        return sequence_logprobs(
-            self.actor,
-            batch["input_ids"],
-            batch["attention_mask"],
-            batch["loss_mask"],
-            position_ids=self.spec.calc_position_embeddings,
-            fp32=self.spec.cast_logprobs_to_fp32,
-            fused=self.spec.use_liger_loss,
-        )
+        return self._reference_logps(batch)
 
     def _reference_logps(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Like :meth:`_logps` but without re-activating this agent's adapter."""
+        spec = self.spec
         batch = {k: v.to(self.device) for k, v in batch.items()}
+        options = {
+            "fp32": spec.cast_logprobs_to_fp32,
+            "fused": spec.use_liger_loss,
+            "chunk_rows": spec.chunk_rows,
+        }
+        if "position_ids" in batch:  # packed
+            return packed_logprobs(self.actor, batch, **options)
         return sequence_logprobs(
             self.actor,
             batch["input_ids"],
             batch["attention_mask"],
             batch["loss_mask"],
-            position_ids=self.spec.calc_position_embeddings,
-            fp32=self.spec.cast_logprobs_to_fp32,
-            fused=self.spec.use_liger_loss,
+            position_ids=spec.calc_position_embeddings,
+            **options,
         )
 
     def prepare(self, rows: list[TokenisedRow], env: LLMDatasetEnv) -> dict[str, Any]:
@@ -263,9 +282,12 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
             env: The env (for collation).
 
         Returns:
-            Mean loss and metrics over the update's micro-batches.
+            Mean loss and metrics over the update's micro-batches, plus the update's
+            ``tokens`` (real tokens through its forward passes) and ``padded_tokens``
+            (padding positions they computed besides).
         """
         spec = self.spec
+        positions, padding = self.positions, self.padding
         mini = spec.mini_batch_size or len(rows)
         micro = spec.micro_batch_size_per_gpu or mini
         self.actor.train()
@@ -296,7 +318,10 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
                 steps += 1
         self.steps += len(rows)
         self.batches += 1
-        return {key: value / steps for key, value in totals.items()}
+        metrics = {key: value / steps for key, value in totals.items()}
+        metrics["padded_tokens"] = float(self.padding - padding)
+        metrics["tokens"] = float(self.positions - positions) - metrics["padded_tokens"]
+        return metrics
 
     def _sync_gradients(self) -> None:
         """Combine gradients across data-parallel processes (none in one process)."""
@@ -544,7 +569,7 @@ class SFT(DatasetLLMAlgorithm):
         self, rows: list[TokenisedRow], env: LLMDatasetEnv, context: dict[str, Any], norm: float
     ) -> tuple[torch.Tensor, dict[str, float]]:
         """Sum of response-token NLL over ``rows`` divided by ``norm`` (mini-batch tokens)."""
-        logps, _ = self._logps(env.collate(rows))
+        logps, _ = self._logps(self._collate(rows, env))
         loss = -logps.sum() / norm
         return loss, {"loss": float(loss.detach())}
 
@@ -562,7 +587,7 @@ class DPO(DatasetLLMAlgorithm):
         self.actor.eval()
         self.activate()
         with reference_policy(self.actor):
-            logps, _ = self._reference_logps(env.collate(rows))
+            logps, _ = self._reference_logps(self._collate(rows, env))
         self.actor.train(was_training)
         sums = logps.sum(-1)
         n = len(rows)
@@ -573,7 +598,7 @@ class DPO(DatasetLLMAlgorithm):
     ) -> tuple[torch.Tensor, dict[str, float]]:
         """Mean (over ``norm`` rows) DPO loss plus ``nll_alpha`` times the chosen token NLL."""
         beta = self.spec.beta
-        logps, mask = self._logps(env.collate(rows))
+        logps, mask = self._logps(self._collate(rows, env))
         n = len(rows)
         sums = logps.sum(-1)
         chosen_reward = beta * (sums[:n] - context["ref_chosen"])

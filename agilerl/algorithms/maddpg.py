@@ -16,6 +16,7 @@ from agilerl.algorithms.core.multi_agent import MultiAgentAlgorithm, build_mlp, 
 from agilerl.algorithms.core.rng import generator_from_state, generator_state
 from agilerl.arena.models.algorithms.maddpg import MADDPGSpec
 from agilerl.components.noise import ExplorationNoise, make_noise
+from agilerl.networks import masking
 from agilerl.networks import torch_internals as internals
 from agilerl.networks.fastgrad import (
     GradTape,
@@ -90,17 +91,16 @@ class MADDPG(MultiAgentAlgorithm):
     def _build(self) -> None:
         given_actors, given_critics = self._given
         joint = sum(
-            flat_dim(self.observation_spaces[a]) + flat_dim(self.action_spaces[a])
-            for a in self.agents
+            flat_dim(self.policy_spaces[a]) + flat_dim(self.action_spaces[a]) for a in self.agents
         )
         actors: dict[str, nn.Module] = {}
         critics: list[dict[str, nn.Module]] = [{} for _ in range(self.num_critics)]
         for policy in self.policies:
             agent = self.members[policy][0]
-            own = flat_dim(self.observation_spaces[agent]) + flat_dim(self.action_spaces[agent])
+            own = flat_dim(self.policy_spaces[agent]) + flat_dim(self.action_spaces[agent])
             net = self.net_spec(policy)
             actors[policy] = build_mlp(
-                flat_dim(self.observation_spaces[agent]), flat_dim(self.action_spaces[agent]), net
+                flat_dim(self.policy_spaces[agent]), flat_dim(self.action_spaces[agent]), net
             )
             for table in critics:
                 table[policy] = build_mlp(own + joint, 1, net)
@@ -205,21 +205,26 @@ class MADDPG(MultiAgentAlgorithm):
         low, high = self._bounds[agent]
         return low + (high - low) * (torch.tanh(out) + 1.0) / 2.0
 
-    def _differentiable(self, agent: str, out: torch.Tensor) -> torch.Tensor:
-        """Critic-input action from actor outputs, with gradients."""
+    def _differentiable(
+        self, agent: str, out: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Critic-input action from actor outputs, with gradients (among legal actions)."""
         if isinstance(self.action_spaces[agent], spaces.Box):
             return self._squash(agent, out)
+        out = masking.mask_logits(out, mask)
         if self.spec.discrete_actions == "gumbel_softmax":
             return F.gumbel_softmax(out, tau=self.spec.gumbel_temperature, hard=True)
         soft = F.softmax(out, dim=-1)
         hard = one_hot(soft.argmax(-1), soft.shape[-1])
         return hard - soft.detach() + soft
 
-    def _target_action(self, agent: str, obs: torch.Tensor) -> torch.Tensor:
+    def _target_action(
+        self, agent: str, obs: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         out = _forward(self.actor_targets[self.policy_of[agent]], obs)
         if isinstance(self.action_spaces[agent], spaces.Box):
             return self._squash(agent, out)
-        return one_hot(out.argmax(-1), out.shape[-1])
+        return one_hot(masking.masked_argmax(out, mask), out.shape[-1])
 
     def to_critic_action(self, agent: str, action: torch.Tensor) -> torch.Tensor:
         """A stored env action as critic input (one-hot for Discrete)."""
@@ -236,7 +241,7 @@ class MADDPG(MultiAgentAlgorithm):
         """
         actor = self.actors[self.policy_of[agent]]
         chain = chain_of(actor)
-        value = obs[agent]
+        value = masking.observation_part(obs[agent])
         if chain is not None and chain.numpy_ok and isinstance(value, np.ndarray):
             return chain.forward_numpy(value.reshape(value.shape[0], -1))
         with torch.no_grad():
@@ -246,7 +251,8 @@ class MADDPG(MultiAgentAlgorithm):
         """Env actions: greedy outputs, or with exploration (noise / sampled categorical).
 
         Exploration draws (Box noise, Discrete samples) come from the agent's own
-        noise generator, so acting leaves torch's global RNG untouched.
+        noise generator, so acting leaves torch's global RNG untouched. A masked
+        agent's Discrete action is the best (or sampled) legal one.
         """
         actions = {}
         for agent in self.agents:
@@ -255,7 +261,8 @@ class MADDPG(MultiAgentAlgorithm):
             if isinstance(space, spaces.Discrete):
                 if not greedy:  # Gumbel-max: a draw from Categorical(logits=out)
                     out = out - np.log(self._noise_rng.standard_exponential(out.shape))
-                actions[agent] = out.argmax(-1).astype(np.int64)
+                legal = masking.numpy_mask(obs[agent])
+                actions[agent] = masking.masked_argmax_numpy(out, legal).astype(np.int64)
                 continue
             low, high = space.low.reshape(-1), space.high.reshape(-1)
             action = low + (high - low) * (np.tanh(out) + 1.0) / 2.0
@@ -304,8 +311,10 @@ class MADDPG(MultiAgentAlgorithm):
         """``[every obs, every action]`` in agent order: the shared part of each critic input."""
         return torch.cat([t for a in self.agents for t in (obs[a], actions[a])], dim=-1)
 
-    def _next_target_actions(self, next_obs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return {a: self._target_action(a, next_obs[a]) for a in self.agents}
+    def _next_target_actions(
+        self, next_obs: Mapping[str, torch.Tensor], masks: Mapping[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
+        return {a: self._target_action(a, next_obs[a], masks.get(a)) for a in self.agents}
 
     def _actor_due(self) -> bool:
         return True
@@ -320,7 +329,10 @@ class MADDPG(MultiAgentAlgorithm):
 
         Args:
             batch: ``{field: {agent: tensor}}`` from
-                :class:`~agilerl.components.multi_agent_replay_buffer.MultiAgentReplayBuffer`.
+                :class:`~agilerl.components.multi_agent_replay_buffer.MultiAgentReplayBuffer`;
+                masked agents' legal actions under ``action_mask`` and
+                ``next_action_mask`` (target actions and the actor's action are
+                then chosen among them).
 
         Returns:
             Mean ``critic_loss`` and ``actor_loss`` (``nan`` when the actor was not updated).
@@ -331,7 +343,9 @@ class MADDPG(MultiAgentAlgorithm):
         actions = {a: self.to_critic_action(a, batch["action"][a]) for a in self.agents}
         tape = GradTape()
         with torch.no_grad():
-            next_actions = self._next_target_actions(next_obs)
+            next_actions = self._next_target_actions(
+                next_obs, {a: m.bool() for a, m in batch.get("next_action_mask", {}).items()}
+            )
             next_joint = self._joint(next_obs, next_actions)
             targets = {}
             for agent in self.agents:
@@ -361,7 +375,8 @@ class MADDPG(MultiAgentAlgorithm):
             for agent in self.agents:
                 policy = self.policy_of[agent]
                 out = tape(self.actors[policy], obs[agent])
-                own = self._differentiable(agent, out)
+                mask = batch.get("action_mask", {}).get(agent)
+                own = self._differentiable(agent, out, None if mask is None else mask.bool())
                 joint_own = self._joint(obs, {**actions, agent: own})
                 q = tape(self.critic_sets[0][policy], obs[agent], own, joint_own, params=False)
                 loss = -q.mean()

@@ -9,6 +9,7 @@ from gymnasium import spaces
 
 from agilerl.algorithms.maddpg import MADDPG, _forward, one_hot
 from agilerl.arena.models.algorithms.matd3 import MATD3Spec
+from agilerl.networks import masking
 
 __all__ = ["MATD3"]
 
@@ -18,7 +19,8 @@ class MATD3(MADDPG):
     minimum), actor and target updates every ``spec.policy_freq`` critic updates,
     and clipped Gaussian noise on the target actions of Box agents
     (``spec.policy_noise`` / ``spec.noise_clip``, in units of the action range).
-    Discrete target actions are smoothed by Gumbel-softmax sampling instead.
+    Discrete target actions are smoothed by Gumbel-softmax sampling instead (among the
+    legal actions of a masked agent).
     """
 
     spec_class = MATD3Spec
@@ -28,7 +30,9 @@ class MATD3(MADDPG):
     def _actor_due(self) -> bool:
         return self.num_updates % self.spec.policy_freq == 0
 
-    def _next_target_actions(self, next_obs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def _next_target_actions(
+        self, next_obs: Mapping[str, torch.Tensor], masks: Mapping[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
         actions = {}
         for agent in self.agents:
             out = _forward(self.actor_targets[self.policy_of[agent]], next_obs[agent])
@@ -37,7 +41,8 @@ class MATD3(MADDPG):
                 # the value of F.gumbel_softmax(out, hard=True) from the same draw: no
                 # gradient flows here, so the argmax of the perturbed logits is all it takes
                 gumbel = torch.empty_like(out).exponential_().log()
-                actions[agent] = one_hot((out - gumbel).argmax(-1), out.shape[-1])
+                best = masking.masked_argmax(out - gumbel, masks.get(agent))
+                actions[agent] = one_hot(best, out.shape[-1])
                 continue
             action = self._squash(agent, out)
             low, high = self._bounds[agent]

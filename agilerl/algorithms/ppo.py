@@ -15,12 +15,13 @@ from agilerl.algorithms.core.ppo_updates import UpdateTally, diagnoses
 from agilerl.algorithms.core.rng import restore_generator
 from agilerl.arena.models.algorithms.ppo import PPOSpec
 from agilerl.components.recurrent_rollout_buffer import RecurrentRolloutBuffer
+from agilerl.components.return_scaler import ReturnScaler
 from agilerl.components.rollout_buffer import RolloutBuffer
+from agilerl.networks import masking
 from agilerl.networks.actors import StochasticActor, action_kind
 from agilerl.networks.fastgrad import GradTape, run
 from agilerl.networks.fused import FusedActorCritic, build_fused_actor_critic
 from agilerl.networks.optim import FlatAdam
-from agilerl.networks.spaces import make_obs_converter
 from agilerl.networks.torch_internals import version_of
 from agilerl.networks.value import ValueNetwork
 
@@ -96,6 +97,7 @@ class PPO(SingleAgentAlgorithm):
         {"net_config", "share_encoders", "normalize_images", "action_std_init", "adam_eps"}
     )
     network_names = ("actor", "critic")
+    reads_action_masks = True
     optimizer_names = ("optimizer",)
 
     @property
@@ -106,7 +108,7 @@ class PPO(SingleAgentAlgorithm):
             from agilerl.networks.config import resolve_net_config
 
             self._net_config = resolve_net_config(
-                section, self.observation_space, recurrent=self.spec.recurrent
+                section, self.policy_space, recurrent=self.spec.recurrent
             )
             self._net_key = section
         return self._net_config
@@ -135,7 +137,7 @@ class PPO(SingleAgentAlgorithm):
         spec, actor, critic = self.spec, actor_network, critic_network
         if actor is None:
             actor = StochasticActor(
-                self.observation_space,
+                self.policy_space,
                 self.action_space,
                 net_config=self.net_config,
                 action_std_init=spec.action_std_init,
@@ -144,7 +146,7 @@ class PPO(SingleAgentAlgorithm):
         self.actor = actor.to(self.device)
         if critic is None:
             critic = ValueNetwork(
-                self.observation_space,
+                self.policy_space,
                 net_config=self.net_config,
                 normalize_images=spec.normalize_images,
                 encoder=self.actor.encoder if spec.share_encoders else None,
@@ -153,7 +155,8 @@ class PPO(SingleAgentAlgorithm):
         self.optimizer = FlatAdam(
             [*self.actor.parameters(), *self.critic.parameters()], lr=spec.lr, eps=spec.adam_eps
         )
-        self._to_tensor = make_obs_converter(self.observation_space, self.device)
+        self._masks = masking.MaskReader(self.observation_space, self.action_space, self.device)
+        self._to_tensor = self._masks.to_tensor
         self._fused: FusedActorCritic | None = None
         self._fused_key: tuple[int, ...] | None = None
         self._act_state: torch.Tensor | None = None
@@ -162,13 +165,33 @@ class PPO(SingleAgentAlgorithm):
             # global one once: a stacked population draws every member's numbers from it.
             seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
             self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        if not hasattr(self, "return_scaler"):  # statistics of normalize_rewards; kept on rebuilds
+            self.return_scaler = ReturnScaler()
 
     def _extra_state(self) -> dict[str, Any]:
-        return {"generator": self.generator.get_state()}
+        extra: dict[str, Any] = {"generator": self.generator.get_state()}
+        if self.spec.normalize_rewards:
+            extra["return_scaler"] = self.return_scaler.state_dict()
+        return extra
 
     def _load_extra_state(self, extra: dict[str, Any]) -> None:
         if "generator" in extra:
             restore_generator(self.generator, extra["generator"])
+        if "return_scaler" in extra:
+            self.return_scaler.load_state_dict(extra["return_scaler"])
+
+    def scale_rollout_rewards(self, buffer: RolloutBuffer) -> None:
+        """With ``normalize_rewards``, scale a filled buffer's rewards in place before its
+        advantages are computed (see :mod:`agilerl.components.return_scaler`); else nothing.
+
+        The collectors call this; the returns they report are the env's own.
+        """
+        if not self.spec.normalize_rewards:
+            return
+        steps = buffer.pos
+        done = (buffer.terminated[:steps] | buffer.truncated[:steps]).numpy()
+        rewards = buffer.rewards[:steps].numpy()  # a view: scaled in place
+        self.return_scaler.scale(rewards, done, buffer.discounted_returns, self.gamma)
 
     @property
     def steps_per_env(self) -> int:
@@ -232,7 +255,9 @@ class PPO(SingleAgentAlgorithm):
             actor_latent, critic_latent, state = self._recurrent_outputs(
                 self._to_tensor(obs), state.to(self.device)
             )
-            params = self.actor.head.forward(actor_latent)
+            params = masking.mask_logits(
+                self.actor.head.forward(actor_latent), self._masks.mask(obs)
+            )
             value = self.critic.head.forward(critic_latent).squeeze(-1)
             action, log_prob = self.actor.sample(params, greedy, self.generator)
             raw = action.cpu().numpy()
@@ -262,17 +287,21 @@ class PPO(SingleAgentAlgorithm):
             self._fused_key = key
         return self._fused
 
-    def _act(self, obs: Any, greedy: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _act(
+        self, obs: Any, greedy: bool, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One actor+critic pass: ``(raw action, log_prob, value)`` tensors.
 
         Uses the fused MLP snapshot when the networks qualify (see
         :mod:`agilerl.networks.fused`); call under ``torch.inference_mode()``.
+        ``mask`` (legal actions) restricts the distribution.
         """
         fused = self._fused_policy()
         if fused is not None:
             params, value = fused(obs)
         else:
             params, value = self._forward_all(obs)
+        params = masking.mask_logits(params, mask)
         action, log_prob = self.actor.sample(params, greedy, self.generator)
         return action, log_prob, value
 
@@ -291,7 +320,7 @@ class PPO(SingleAgentAlgorithm):
             step, self._act_state = self.recurrent_step(obs, state, greedy)
             return step
         with torch.inference_mode():
-            action, log_prob, value = self._act(self._to_tensor(obs), greedy)
+            action, log_prob, value = self._act(self._to_tensor(obs), greedy, self._masks.mask(obs))
             if self.device.type != "cpu":
                 action, log_prob, value = action.cpu(), log_prob.cpu(), value.cpu()
             raw = action.numpy()
@@ -352,16 +381,24 @@ class PPO(SingleAgentAlgorithm):
         return params, value.squeeze(-1)
 
     def _batch_outputs(self, batch: dict[str, Any], tape: GradTape) -> tuple[torch.Tensor, ...]:
-        """Actor-head output and value of a minibatch's steps (flat or sequences)."""
+        """Actor-head output (masked by the stored action masks) and value of a minibatch's
+        steps (flat or sequences)."""
+        obs, legal = masking.split_observation(batch["observations"])
         if "states" not in batch:
-            return self._forward_all(batch["observations"], tape)
+            params, value = self._forward_all(obs, tape)
+            return masking.mask_logits(params, self._legal(legal)), value
         actor_latent, critic_latent, _ = self._recurrent_outputs(
-            batch["observations"], batch["states"], sequences=True
+            obs, batch["states"], sequences=True
         )
         mask = batch["mask"]
         params = run(self.actor.head, actor_latent[mask], tape)
         value = run(self.critic.head, critic_latent[mask], tape)
-        return params, value.squeeze(-1)
+        legal = None if legal is None else legal[mask]
+        return masking.mask_logits(params, self._legal(legal)), value.squeeze(-1)
+
+    def _legal(self, mask: Any) -> torch.Tensor | None:
+        """A stored mask batch as bools on the device (``None`` stays ``None``)."""
+        return None if mask is None else masking.as_bool(mask, self.device)
 
     def _minibatches(self, buffer: RolloutBuffer) -> Any:
         """One epoch of minibatches: BPTT sequences when recurrent, else shuffled steps."""
@@ -378,8 +415,14 @@ class PPO(SingleAgentAlgorithm):
     def evaluate_actions(
         self, obs: Any, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(log_prob, entropy, value)`` of stored raw actions for an observation batch."""
-        params, value = self._forward_all(obs)
+        """``(log_prob, entropy, value)`` of stored raw actions for an observation batch
+        (under the masked distribution when the observations carry action masks)."""
+        if self._masks.masked:
+            mask = self._masks.mask(obs)
+            params, value = self._forward_all(self._to_tensor(obs))
+            params = masking.mask_logits(params, mask)
+        else:
+            params, value = self._forward_all(obs)
         log_prob, entropy = self.actor.evaluate(params, actions)
         return log_prob, entropy, value
 

@@ -13,10 +13,10 @@ from torch import nn
 
 from agilerl.algorithms.core.off_policy import Batch, OffPolicyAlgorithm, soft_update
 from agilerl.arena.models.algorithms.rainbow_dqn import RainbowDQNSpec
+from agilerl.networks import masking
 from agilerl.networks.fastgrad import GradTape, chain_of
 from agilerl.networks.optim import FlatAdam
 from agilerl.networks.q_networks import RainbowQNetwork, project_distribution
-from agilerl.networks.spaces import make_obs_converter
 
 _ARCH_FIELDS = frozenset(
     {"net_config", "normalize_images", "num_atoms", "v_min", "v_max", "noise_std"}
@@ -63,6 +63,7 @@ class RainbowDQN(OffPolicyAlgorithm):
     lr_optimizers: ClassVar[dict[str, str]] = {"lr": "optimizer"}
     rebuild_fields = _ARCH_FIELDS
     action_space_types = (spaces.Discrete,)
+    reads_action_masks = True
     network_names = ("actor", "actor_target")
     optimizer_names = ("optimizer",)
     uses_epsilon = False
@@ -73,7 +74,7 @@ class RainbowDQN(OffPolicyAlgorithm):
         spec, actor = self.spec, actor_network
         if actor is None:
             actor = RainbowQNetwork(
-                self.observation_space,
+                self.policy_space,
                 self.action_space,
                 net_config=self.net_config,
                 num_atoms=spec.num_atoms,
@@ -88,7 +89,8 @@ class RainbowDQN(OffPolicyAlgorithm):
         self.optimizer = FlatAdam(self.actor.parameters(), lr=spec.lr)
         self._online_params = self._param_list(self.actor)
         self._target_params = self._param_list(self.actor_target)
-        self._to_tensor = make_obs_converter(self.observation_space, self.device)
+        self._masks = masking.MaskReader(self.observation_space, self.action_space, self.device)
+        self._to_tensor = self._masks.to_tensor
         self.num_actions = int(self.action_space.n)
         self._start = int(self.action_space.start)
         chains = [chain_of(m) for m in (self.actor.encoder, self.actor.value, self.actor.advantage)]
@@ -106,16 +108,19 @@ class RainbowDQN(OffPolicyAlgorithm):
         """Env actions ``int64 [B]`` maximising the expected value.
 
         Args:
-            obs: Observation batch (numpy/tensors; dicts for Dict spaces).
+            obs: Observation batch (numpy/tensors; dicts for Dict spaces). With an
+                action mask, the best legal action.
             epsilon: Ignored (noisy networks explore).
             greedy: Use the noise-free mean weights.
         """
-        if self._numpy_chains is not None and type(obs) is np.ndarray:
-            action = self._q_numpy(obs, noise=not greedy).argmax(axis=-1)
+        mask = self._masks.numpy_mask(obs)
+        part = masking.observation_part(obs) if mask is not None else obs
+        if self._numpy_chains is not None and type(part) is np.ndarray:
+            action = masking.masked_argmax_numpy(self._q_numpy(part, noise=not greedy), mask)
         else:
             with torch.inference_mode():
                 q = self.actor.q_values(self._to_tensor(obs), noise=not greedy)
-                action = q.argmax(dim=-1)
+                action = masking.masked_argmax(q, self._masks.mask(obs))
                 if action.device.type != "cpu":
                     action = action.cpu()
                 action = action.numpy()
@@ -152,13 +157,17 @@ class RainbowDQN(OffPolicyAlgorithm):
 
     # --- learning ---------------------------------------------------------------------
     def _elementwise_loss(self, b: Batch, tape: GradTape) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-sample cross-entropy to the projected double-DQN target ``[B]``, and ``Q(s, a)``."""
+        """Per-sample cross-entropy to the projected double-DQN target ``[B]``, and ``Q(s, a)``.
+
+        With ``b.next_mask`` the next action is the best legal one.
+        """
         action = b.action.reshape(-1).long() - self._start
         batch, atoms = action.shape[0], self.spec.num_atoms
         index = action.view(batch, 1, 1).expand(batch, 1, atoms)
         support = self.actor.support
         with torch.no_grad():
-            next_action = self.actor.q_values(b.next_obs, tape=tape).argmax(dim=1)
+            next_q = self.actor.q_values(b.next_obs, tape=tape)
+            next_action = masking.masked_argmax(next_q, b.next_mask)
             next_index = next_action.view(batch, 1, 1).expand(batch, 1, atoms)
             next_logits = self.actor_target.logits(b.next_obs, tape=tape)
             next_probs = F.softmax(next_logits.gather(1, next_index).squeeze(1), dim=-1)

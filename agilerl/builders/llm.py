@@ -42,6 +42,7 @@ _LLM_MODULES = (
     "agilerl.algorithms",
     "agilerl.algorithms.llm_dataset",
     "agilerl.algorithms.llm_rollout",
+    "agilerl.algorithms.grpo",
 )
 
 

@@ -12,6 +12,8 @@ import torch
 __all__ = ["MultiAgentReplayBuffer"]
 
 FIELDS = ("obs", "action", "reward", "next_obs", "done")
+MASK_FIELDS = ("action_mask", "next_action_mask")
+"""Legal actions in ``obs`` and ``next_obs`` of masked agents (with ``mask_sizes``)."""
 
 
 class _Block(NamedTuple):
@@ -38,6 +40,8 @@ class MultiAgentReplayBuffer:
         action_dtypes: Per-agent action dtype (default float32).
         device: Where sampled batches are returned.
         seed: Seed of the sampling generator.
+        mask_sizes: Actions of each masked agent: their legal actions are stored
+            too (:data:`MASK_FIELDS`, bool ``(n,)`` rows).
     """
 
     def __init__(
@@ -48,6 +52,7 @@ class MultiAgentReplayBuffer:
         action_dtypes: Mapping[str, torch.dtype] | None = None,
         device: str | torch.device = "cpu",
         seed: int | None = None,
+        mask_sizes: Mapping[str, int] | None = None,
     ) -> None:
         if int(max_size) < 1:
             raise ValueError(f"MultiAgentReplayBuffer max_size must be >= 1, got {max_size}")
@@ -64,6 +69,10 @@ class MultiAgentReplayBuffer:
             "next_obs": {a: (tuple(obs_shapes[a]), torch.float32) for a in self.agents},
             "done": {a: ((), torch.float32) for a in self.agents},
         }
+        masks = {a: ((int(n),), torch.bool) for a, n in (mask_sizes or {}).items()}
+        if masks:
+            layout.update(dict.fromkeys(MASK_FIELDS, masks))
+        self.fields = tuple(layout)
         self._blocks: dict[str, list[_Block]] = {}
         self._data: dict[str, dict[str, torch.Tensor]] = {a: {} for a in self.agents}
         for name, per_agent in layout.items():
@@ -90,13 +99,14 @@ class MultiAgentReplayBuffer:
 
         Args:
             mask: Optional ``(num_envs,)`` bool; only rows where it is true are stored.
-            **fields: ``obs``, ``action``, ``reward``, ``next_obs``, ``done``, each a
-                dict of per-agent arrays with a leading ``num_envs`` axis.
+            **fields: ``obs``, ``action``, ``reward``, ``next_obs``, ``done`` (and the
+                :data:`MASK_FIELDS` of masked agents), each a dict of per-agent arrays
+                with a leading ``num_envs`` axis.
 
         Returns:
             Rows stored.
         """
-        missing = [f for f in FIELDS if f not in fields]
+        missing = [f for f in self.fields if f not in fields]
         if missing:
             raise ValueError(f"MultiAgentReplayBuffer.add is missing {missing}")
         rows = None if mask is None else np.flatnonzero(mask)
@@ -107,7 +117,7 @@ class MultiAgentReplayBuffer:
             where: slice | np.ndarray = slice(self.pos, self.pos + count)
         else:
             where = (self.pos + np.arange(count)) % self.max_size
-        for name in FIELDS:
+        for name in self.fields:
             for block in self._blocks[name]:
                 parts = []
                 for agent, _, width, _ in block.columns:
@@ -142,7 +152,10 @@ class MultiAgentReplayBuffer:
                 rows = block.data.index_select(0, idx).to(self.device)
                 for agent, start, width, shape in block.columns:
                     out[agent] = _view(rows, start, width, shape)
-        return {name: {a: batch[name][a] for a in self.agents} for name in FIELDS}
+        return {
+            name: {a: batch[name][a] for a in self.agents if a in batch[name]}
+            for name in self.fields
+        }
 
     def state_dict(self) -> dict[str, Any]:
         """Contents, position and generator state as plain tensors (for exact resume)."""

@@ -65,7 +65,7 @@ class RecurrentRolloutBuffer(RolloutBuffer):
     Args:
         capacity_per_env: Steps stored per env (``T``).
         num_envs: Number of parallel envs (``N``).
-        observation_space: Single-env observation space (not composite).
+        observation_space: Single-env observation space (a ``Dict`` is stored per key).
         action_space: Single-env action space.
         state_shape: Shape of one env's recurrent state.
         device: Device the minibatches are returned on.
@@ -97,8 +97,6 @@ class RecurrentRolloutBuffer(RolloutBuffer):
             gamma=gamma,
             gae_lambda=gae_lambda,
         )
-        if self.composite:
-            raise ValueError("A recurrent rollout buffer needs a non-composite observation space")
         self.state_shape = tuple(int(s) for s in state_shape)
         self.states = torch.zeros((self.capacity_per_env, self.num_envs, *self.state_shape))
         self._np_states = self.states.numpy()
@@ -203,13 +201,23 @@ class RecurrentRolloutBuffer(RolloutBuffer):
         n_idx = torch.as_tensor(np.broadcast_to(envs[None, :], mask.shape).copy())
         mask_t = torch.as_tensor(mask)
         flat_t, flat_n = t_idx[mask_t], n_idx[mask_t]
+        obs = self.observations
         batch: Batch = {
-            "observations": self.observations[t_idx, n_idx],
+            "observations": (
+                {k: v[t_idx, n_idx] for k, v in obs.items()}
+                if isinstance(obs, dict)
+                else obs[t_idx, n_idx]
+            ),
             "states": self.states[torch.as_tensor(starts), torch.as_tensor(envs)],
             "mask": mask_t,
         }
         for name in _FLAT_FIELDS:
             batch[name] = getattr(self, name)[flat_t, flat_n]
         if self.device.type != "cpu":
-            batch = {k: v.to(self.device) for k, v in batch.items()}
+            batch = {
+                k: {n: t.to(self.device) for n, t in v.items()}
+                if isinstance(v, dict)
+                else v.to(self.device)
+                for k, v in batch.items()
+            }
         return batch

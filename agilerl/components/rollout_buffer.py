@@ -68,6 +68,9 @@ class RolloutBuffer:
             :meth:`reset` so episodes spanning several rollouts are reported
             whole by the collector.
         running_lengths: Per-env length of the episode in progress.
+        discounted_returns: Per-env discounted return of the episode in progress
+            (``normalize_rewards`` scales rewards by the spread of these); survives
+            :meth:`reset` like ``running_returns``.
     """
 
     def __init__(
@@ -138,6 +141,7 @@ class RolloutBuffer:
         self._flat_cache: Batch | None = None
         self.running_returns = np.zeros(N, dtype=np.float64)
         self.running_lengths = np.zeros(N, dtype=np.int64)
+        self.discounted_returns = np.zeros(N, dtype=np.float64)
 
     @property
     def size(self) -> int:

@@ -12,11 +12,16 @@ from gymnasium.vector import AutoresetMode
 
 from agilerl.arena.models.env import GymEnvSpec
 from agilerl.arena.models.errors import ConfigError, did_you_mean
-from agilerl.envs import cartpole_novel  # noqa: F401  (registers CartPoleNoVel-v1)
+from agilerl.envs import (
+    cartpole_novel,  # noqa: F401  (registers CartPoleNoVel-v1)
+    classic_ids,  # noqa: F401  (registers agilerl/ConnectFour-v3, ...)
+)
+from agilerl.envs.images import make_kwargs, register_family, wrap_images
 from agilerl.extras import extra_of
 
 
 def _check_registered(name: str) -> None:
+    register_family(name)  # ALE and MinAtar ids (also under ale_py:)
     if name in gym.registry:
         return
     if ":" in name:  # "module:EnvId-v0" registers on import
@@ -30,7 +35,7 @@ def _check_registered(name: str) -> None:
 
 
 def _env_factory(spec: GymEnvSpec, render_mode: str | None = None) -> Any:
-    kwargs = dict(spec.env_config or {})
+    kwargs = {**make_kwargs(spec), **(spec.env_config or {})}
     if spec.max_episode_steps is not None:
         kwargs["max_episode_steps"] = spec.max_episode_steps
     if render_mode is not None:
@@ -67,6 +72,7 @@ def _user_object(target: str, field: str) -> Any:
 
 
 def _make(name: str, **kwargs: Any) -> gym.Env:
+    register_family(name)  # again in a subprocess copy (AsyncVectorEnv)
     try:
         return gym.make(name, **kwargs)
     except gym.error.DependencyNotInstalled as exc:
@@ -105,12 +111,17 @@ FRAME_WRAPPERS = ("RecordVideo", "HumanRendering", "RenderCollection")
 
 
 def _wrap(env: gym.Env, spec: GymEnvSpec) -> gym.Env:
+    env = wrap_images(env, spec)
     for index, wrapper in enumerate(spec.env_wrappers or []):
         name, kwargs = (wrapper, {}) if isinstance(wrapper, str) else wrapper
         try:
             env = _wrapper_class(name)(env, **kwargs)
         except (TypeError, ValueError, gym.error.Error) as exc:
             raise ConfigError(f"environment.env_wrappers[{index}]: {name}: {exc}") from None
+    if spec.action_mask == "info":
+        from agilerl.envs.masks import ActionMaskFromInfo
+
+        env = ActionMaskFromInfo(env)
     return env
 
 

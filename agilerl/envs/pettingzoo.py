@@ -7,7 +7,8 @@ in process (``sync=True``) or one subprocess per copy (``sync=False``), and
 returns fixed-shape per-agent arrays:
 
 * ``obs[agent]``: ``(num_envs, *obs_shape)``; zeros for an agent that is not
-  alive in that copy (it finished earlier than the others).
+  alive in that copy (it finished earlier than the others). A ``Dict``
+  observation (e.g. ``{"observation", "action_mask"}``) is a dict of such arrays.
 * ``rewards[agent]``, ``terminated[agent]``, ``truncated[agent]``: ``(num_envs,)``.
 * ``infos["active"][agent]``: ``(num_envs,)`` bool, whether the agent acted
   this step (learners ignore inactive rows).
@@ -34,6 +35,7 @@ from pettingzoo.utils.wrappers import BaseParallelWrapper
 from agilerl.arena.models.errors import ConfigError
 
 __all__ = [
+    "ActionMaskFromInfoParallel",
     "ClipActionsParallel",
     "ParallelEnvFactory",
     "PettingZooVectorEnv",
@@ -98,6 +100,59 @@ class ClipActionsParallel(BaseParallelWrapper):
         return self.env.step(clipped)
 
 
+class ActionMaskFromInfoParallel(BaseParallelWrapper):
+    """Each agent's observation becomes ``{"observation", "action_mask"}`` with the mask
+    its ``infos[agent]["action_mask"]`` reports (``environment.action_mask: info``; see
+    :class:`agilerl.envs.masks.ActionMaskFromInfo`, the single-agent twin).
+
+    Raises:
+        ConfigError: Naming ``environment.action_mask`` for an agent without
+            ``Discrete`` actions, observations that already carry a mask, or a
+            step whose info lacks the mask.
+    """
+
+    def __init__(self, env: ParallelEnv) -> None:
+        super().__init__(env)
+        from agilerl.envs.masks import check_info_maskable, mask_space
+
+        self._n = {
+            a: check_info_maskable(env.observation_space(a), env.action_space(a))
+            for a in env.possible_agents
+        }
+        self._spaces = {
+            a: spaces.Dict({"observation": env.observation_space(a), "action_mask": mask_space(n)})
+            for a, n in self._n.items()
+        }
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        """``{"observation": the env's space, "action_mask": 0/1 per action}``."""
+        return self._spaces[agent]
+
+    def _masked(
+        self, obs: Mapping[str, Any], infos: Mapping[str, Any], ended: Any, where: str
+    ) -> dict:
+        from agilerl.envs.masks import mask_from_info
+
+        return {
+            a: {
+                "observation": value,
+                "action_mask": mask_from_info(infos.get(a, {}), self._n[a], a in ended, where),
+            }
+            for a, value in obs.items()
+        }
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        """Reset; every observation carries its agent's first legal actions."""
+        obs, infos = self.env.reset(seed=seed, options=options)
+        return self._masked(obs, infos, (), "reset"), infos
+
+    def step(self, actions: dict[str, Any]) -> tuple[dict, ...]:
+        """Step; every observation carries its agent's next legal actions."""
+        obs, rewards, terminated, truncated, infos = self.env.step(actions)
+        ended = {a for a, done in terminated.items() if done}
+        return self._masked(obs, infos, ended, "step"), rewards, terminated, truncated, infos
+
+
 @dataclass(frozen=True)
 class ParallelEnvFactory:
     """A picklable recipe for one env copy (what subprocess workers build)."""
@@ -105,15 +160,45 @@ class ParallelEnvFactory:
     name: str
     env_config: dict[str, Any] = field(default_factory=dict)
     clip_actions: bool = True
+    info_masks: bool = False
 
     def __call__(self) -> ParallelEnv:
-        """Build the env, wrapped in :class:`ClipActionsParallel` unless disabled."""
+        """Build the env, wrapped in :class:`ClipActionsParallel` unless disabled (and in
+        :class:`ActionMaskFromInfoParallel` with ``info_masks``)."""
         env = make_parallel_env(self.name, self.env_config)
+        if self.info_masks:
+            env = ActionMaskFromInfoParallel(env)
         return ClipActionsParallel(env) if self.clip_actions else env
 
+    @classmethod
+    def of(cls, spec: Any, env_config: Mapping[str, Any] | None = None) -> ParallelEnvFactory:
+        """The recipe of a manifest's PettingZoo ``environment`` section (``env_config``
+        replaces the section's own)."""
+        config = spec.env_config if env_config is None else env_config
+        info_masks = getattr(spec, "action_mask", "observation") == "info"
+        return cls(spec.name, dict(config or {}), info_masks=info_masks)
 
-def _zeros(space: spaces.Space) -> np.ndarray:
+
+def _zeros(space: spaces.Space) -> Any:
+    if isinstance(space, spaces.Dict):  # e.g. {"observation", "action_mask"} (classic games)
+        return {k: _zeros(sub) for k, sub in space.spaces.items()}
     return np.zeros(space.shape, dtype=space.dtype)
+
+
+def _allocate(space: spaces.Space, n: int) -> Any:
+    """Room for ``n`` copies' observations of ``space`` (a dict of arrays for a Dict)."""
+    if isinstance(space, spaces.Dict):
+        return {k: _allocate(sub, n) for k, sub in space.spaces.items()}
+    return np.empty((n, *space.shape), dtype=space.dtype)
+
+
+def _put(rows: Any, i: int, value: Any) -> None:
+    """Write one copy's observation into row ``i`` of :func:`_allocate`'s storage."""
+    if isinstance(rows, dict):
+        for key, sub in rows.items():
+            _put(sub, i, value[key])
+    else:
+        rows[i] = value
 
 
 def _raw_aec(env: ParallelEnv) -> AECEnv | None:
@@ -278,11 +363,12 @@ class PettingZooVectorEnv:
             remote.send((cmd, arg))
         return [remote.recv() for remote in self._remotes]
 
-    def _stack_obs(self, per_copy: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
-        return {
-            a: np.stack([np.asarray(c[a], dtype=s.dtype) for c in per_copy])
-            for a, s in self.observation_spaces.items()
-        }
+    def _stack_obs(self, per_copy: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        out = {a: _allocate(s, len(per_copy)) for a, s in self.observation_spaces.items()}
+        for i, copy in enumerate(per_copy):
+            for agent, rows in out.items():
+                _put(rows, i, copy[agent])
+        return out
 
     def reset(self, seed: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Reset every copy; copy ``i`` is seeded with ``seed + i`` when a seed is given."""
@@ -309,16 +395,14 @@ class PettingZooVectorEnv:
         """
         results = self._call("step", self._per_copy_actions(actions))
         n = self.num_envs
-        obs = {
-            a: np.empty((n, *s.shape), dtype=s.dtype) for a, s in self.observation_spaces.items()
-        }
+        obs = {a: _allocate(s, n) for a, s in self.observation_spaces.items()}
         rewards = {a: np.empty(n, dtype=np.float32) for a in self.agents}
         terminated = {a: np.empty(n, dtype=bool) for a in self.agents}
         truncated = {a: np.empty(n, dtype=bool) for a in self.agents}
         active = {a: np.empty(n, dtype=bool) for a in self.agents}
         for i, (o, r, te, tr, ac, _, _) in enumerate(results):
             for a in self.agents:
-                obs[a][i] = o[a]
+                _put(obs[a], i, o[a])
                 rewards[a][i] = r[a]
                 terminated[a][i] = te[a]
                 truncated[a][i] = tr[a]
@@ -357,6 +441,7 @@ def make_vector_env(
     num_envs: int = 1,
     sync: bool = True,
     clip_actions: bool = True,
+    info_masks: bool = False,
 ) -> PettingZooVectorEnv:
     """A :class:`PettingZooVectorEnv` from a manifest's ``environment`` fields.
 
@@ -366,7 +451,9 @@ def make_vector_env(
         num_envs: Copies (``environment.num_envs``).
         sync: ``environment.sync``.
         clip_actions: Wrap each copy in :class:`ClipActionsParallel`.
+        info_masks: Move ``infos[agent]["action_mask"]`` into the observations
+            (``environment.action_mask: info``).
     """
     make_parallel_env(name, env_config).close()  # fail fast, in this process, with ConfigError
-    factory = ParallelEnvFactory(name, dict(env_config or {}), clip_actions)
+    factory = ParallelEnvFactory(name, dict(env_config or {}), clip_actions, info_masks)
     return PettingZooVectorEnv([factory] * int(num_envs), sync=sync)

@@ -218,6 +218,22 @@ def _print_budget_note(manifest: Any) -> None:
         print(note, file=sys.stderr)
 
 
+def optuna_trial(job: Any) -> Any:
+    """The reporter of the Optuna trial this sweep job runs (``None`` in other sweeps)."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    sweeper = HydraConfig.get().get("sweeper")
+    if sweeper is None or sweeper.get("_target_") is None:
+        return None
+    from agilerl.launch.optuna_study import SWEEPER_TARGET, connect_trial
+
+    if sweeper.get("_target_") != SWEEPER_TARGET:
+        return None
+    settings = OmegaConf.to_container(sweeper, resolve=True)
+    return connect_trial(settings, job.ledger.dir, job.key)  # type: ignore[arg-type]
+
+
 def _run_task(cfg: Any) -> float | None:
     from hydra.core.hydra_config import HydraConfig
 
@@ -271,7 +287,8 @@ def _run_task(cfg: Any) -> float | None:
                 sys.exit(EXIT_RUN_FAILED)
         job.record("running", pid=os.getpid(), host=socket.gethostname())
         try:
-            result = train_manifest(manifest, options)
+            reporter = optuna_trial(job) if not process_info().multi else None
+            result = train_manifest(manifest, options, on_evaluation=reporter)
         except KeyboardInterrupt:
             job.record("interrupted")
             _interrupted()

@@ -29,7 +29,16 @@ from agilerl.arena.models.manifest import TrainingManifest
 
 CACHE_ENV = "AGILERL_CACHE_DIR"
 FACTS_FILE = "env_facts.json"
-_KEY_FIELDS = ("name", "env_config", "max_episode_steps", "default_type")
+_KEY_FIELDS = (
+    "name",
+    "env_config",
+    "max_episode_steps",
+    "default_type",
+    "atari_preprocessing",
+    "frame_stack",
+    "channels_last",
+    "action_mask",
+)
 
 
 def check_environment(manifest: TrainingManifest) -> None:
@@ -57,6 +66,8 @@ def _observe(spec: GymEnvSpec) -> dict[str, Any]:
 
     env = make_single_env(spec)
     try:
+        if spec.action_mask == "info":
+            env.reset(seed=0)  # the mask must be in the first info (else a ConfigError)
         space = env.observation_space
         shape = getattr(space, "shape", None)
         return {
@@ -77,6 +88,13 @@ def _check_encoder(manifest: TrainingManifest, name: str, facts: dict[str, Any])
             f"network.encoder_config.arch: cnn needs image observations (a 3-D Box, "
             f"channels first), but {name} observes {facts['describe']}; "
             "use network=mlp (or network=auto)"
+        )
+    # a Discrete index (shape ()) or an image; a Dict space is checked when the network is built
+    vector = shape is None or len(shape) not in (0, 3)
+    if getattr(network, "normalize_observations", False) and not vector:
+        raise ConfigError(
+            f"network.normalize_observations normalises vector observations, but {name} "
+            f"observes {facts['describe']}; remove network.normalize_observations"
         )
 
 

@@ -3,7 +3,8 @@
 ``<sweep dir>/ledger.jsonl`` is appended to by the launcher (``pending`` when a
 job is queued, ``failed`` when the scheduler lost it) and by each job
 (``running`` at start; ``completed``, ``target_reached``, ``time_limit``,
-``interrupted`` or ``failed`` at the end). Appends are whole lines under an
+``pruned`` (stopped early by an Optuna sweep's pruner), ``interrupted`` or
+``failed`` at the end). Appends are whole lines under an
 exclusive lock, so concurrent jobs on one file system never interleave.
 """
 
@@ -25,7 +26,7 @@ from agilerl.arena.models.errors import ConfigError
 from agilerl.training.run_lock import try_lock
 
 LEDGER_FILE = "ledger.jsonl"
-FINAL_STATES = ("completed", "target_reached", "time_limit")
+FINAL_STATES = ("completed", "target_reached", "time_limit", "pruned")
 UNFINISHED_STATES = ("pending", "running", "interrupted", "failed")
 _SLURM_FAILED = (
     "FAILED",
@@ -177,7 +178,13 @@ def _reconcile_with_slurm(jobs: list[JobRecord]) -> None:
 
 SWEEP_LOCK_FILE = ".sweep.lock"
 SWEEP_ENTRIES = frozenset(
-    {"ledger.jsonl", "multirun.yaml", "optimization_results.yaml", SWEEP_LOCK_FILE}
+    {
+        "ledger.jsonl",
+        "multirun.yaml",
+        "optimization_results.yaml",
+        "optuna.journal",
+        SWEEP_LOCK_FILE,
+    }
 )
 """Files only a sweep of ours writes at the top of its directory."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,11 +69,17 @@ def previous_run(run_dir: Path, manifest: TrainingManifest) -> RunResult | bool:
     return True
 
 
-def train_manifest(manifest: TrainingManifest, options: RunOptions) -> RunResult:
+def train_manifest(
+    manifest: TrainingManifest,
+    options: RunOptions,
+    on_evaluation: Callable[[int, float], bool] | None = None,
+) -> RunResult:
     """Train ``manifest``; a run directory holding this run's checkpoints is resumed.
 
     Started as several processes (``torchrun``, ``srun``), rank 0 names and
     claims the run directory and decides whether to resume; the others follow.
+    ``on_evaluation`` (an Optuna trial's reporter) sees every evaluation and may
+    prune the run (see :class:`~agilerl.trainer.LocalTrainer`).
     """
     from agilerl.strategies import select_strategy
     from agilerl.trainer import LocalTrainer
@@ -107,6 +114,7 @@ def train_manifest(manifest: TrainingManifest, options: RunOptions) -> RunResult
             flush_denormal=options.flush_denormal,
             trust_code=options.trust_code,
             accept_changed_inputs=options.accept_changed_inputs,
+            on_evaluation=on_evaluation,
         )
         result = trainer.run()
     return RunResult(result.status, run_dir, result.best_fitness, result.wall_seconds)

@@ -31,6 +31,7 @@ _STATE_STYLE = {
     "completed": "green",
     "target_reached": "green",
     "time_limit": "yellow",
+    "pruned": "magenta",
     "running": "cyan",
     "pending": "dim",
     "interrupted": "yellow",
@@ -200,10 +201,15 @@ def run_scores(job: JobRecord, sweep_dir: Path | None = None) -> RunScores:
 
 
 def group_by_seed(jobs: list[JobRecord], sweep_dir: Path | None = None) -> list[Group]:
-    """Jobs with a fitness grouped by their overrides without ``seed=``, best IQM first."""
+    """Jobs with a fitness grouped by their overrides without ``seed=``, best IQM first.
+
+    Pruned jobs are left out: their fitness comes from a budget cut short.
+    """
     groups: dict[tuple[str, ...], list[RunScores]] = {}
     for job in jobs:
         if job.best_fitness is None or not math.isfinite(job.best_fitness):
+            continue
+        if job.state == "pruned":
             continue
         key = tuple(sorted(o for o in job.overrides if not _is_seed(o)))
         groups.setdefault(key, []).append(run_scores(job, sweep_dir))
@@ -224,15 +230,23 @@ def _solved(group: Group) -> str:
     return f"{len(steps)}/{len(group.runs)}: {interval.render(',.0f')}"
 
 
-def show_summary(sweep_dir: str | Path, plot: bool = True) -> int:
+def show_summary(sweep_dir: str | Path, plot: bool = True, importance: str = "auto") -> int:
     """Aggregate finished jobs over seeds, rank the settings by IQM, compare, plot.
 
     Per setting: the runs' final evaluation (the best evaluation when no run
     directory says what the final one was, labelled so) as IQM, median and
     mean with 95% stratified bootstrap intervals (the method of ``rliable``),
     the IQM of the best evaluations, and the steps to ``training.target_score``
-    (runs that reached it, with the IQM and its interval).
+    (runs that reached it, with the IQM and its interval). Jobs pruned by an
+    Optuna sweep's pruner are counted, not ranked. For an Optuna sweep, each
+    searched parameter's importance (``importance``: an evaluator of
+    :data:`~agilerl.launch.sweep_importance.EVALUATORS`) is printed and written
+    to ``param_importance.json``.
     """
+    from agilerl.launch.sweep_importance import evaluator_name
+
+    if importance != "none":
+        evaluator_name(importance)  # an unusable choice is refused before any output
     root = Path(sweep_dir)
     jobs = _ledger(sweep_dir).jobs()
     groups = group_by_seed(jobs, root)
@@ -268,6 +282,13 @@ def show_summary(sweep_dir: str | Path, plot: bool = True) -> int:
     unfinished = [j for j in jobs if not j.finished]
     if unfinished:
         console.print(f"{len(unfinished)} job(s) not finished: agilerl sweep rerun {sweep_dir}")
+    pruned = [j for j in jobs if j.state == "pruned"]
+    if pruned:
+        console.print(
+            f"{len(pruned)} job(s) pruned before their budget ended (not ranked; "
+            "agilerl sweep status lists them)"
+        )
+    _print_importance(root, importance, console)
     if not groups:
         console.print("no job has reported a fitness yet")
         return 0
@@ -288,6 +309,23 @@ def show_summary(sweep_dir: str | Path, plot: bool = True) -> int:
             if path:
                 console.print(f"plot: {path}")
     return 0
+
+
+def _print_importance(root: Path, choice: str, console: Any) -> None:
+    """An Optuna sweep's parameter importance: printed, and ``param_importance.json``."""
+    from agilerl.launch.sweep_importance import (
+        importance_lines,
+        param_importance,
+        write_importance,
+    )
+
+    result = param_importance(root, choice)
+    if result is None:
+        return
+    for line in importance_lines(result):
+        console.print(line, highlight=False)
+    if result["importances"]:
+        console.print(f"importance: {write_importance(root, result)}")
 
 
 def improvement_lines(groups: list[Group], jobs: list[JobRecord]) -> list[str]:

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from agilerl.arena.models.errors import ConfigError, Problem
+from agilerl.llm.packing import pack_rows
 
 _FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 
@@ -93,6 +94,14 @@ class LLMDatasetEnv:
             attn[i, : len(full)] = 1
             loss[i, len(prompt) : len(full)] = 1
         return {"input_ids": ids, "attention_mask": attn, "loss_mask": loss}
+
+    def collate_packed(self, rows: list[TokenisedRow]) -> dict[str, torch.Tensor]:
+        """The sequences of :meth:`collate`, packed (:func:`~agilerl.llm.packing.pack_rows`).
+
+        A preference row's chosen and rejected sequences share a packed row.
+        """
+        prompts = [r.prompt_ids for r in rows]
+        return pack_rows(prompts, [r.completions for r in rows], self.pad_token_id)
 
 
 MAX_ROW_BYTES = 1 << 20

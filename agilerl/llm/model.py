@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from agilerl.llm.fused_logps import head_logps
+from agilerl.llm.row_chunks import row_slices
 
 ACTOR_ADAPTER = "default"
 REFERENCE_ADAPTER = "reference"
@@ -267,6 +268,7 @@ def sequence_logprobs(
     position_ids: bool = True,
     fp32: bool = True,
     fused: bool = False,
+    chunk_rows: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token log-probabilities of ``input_ids[:, 1:]`` under ``model``.
 
@@ -279,6 +281,8 @@ def sequence_logprobs(
         fp32: Compute the log-softmax in float32.
         fused: Compute them from the hidden states a chunk at a time
             (:func:`~agilerl.llm.fused_logps.head_logps`) instead of from full logits.
+        chunk_rows: Run the model on this many rows at a time
+            (:mod:`~agilerl.llm.row_chunks`); ``None`` runs them all at once.
 
     Returns:
         ``(token_logps, mask)``, both ``(B, K)``: the last ``K <= T-1`` target
@@ -286,35 +290,114 @@ def sequence_logprobs(
         language-model head runs only there); ``token_logps`` is 0 where
         ``mask`` is 0.
     """
-    kwargs: dict[str, Any] = {"input_ids": input_ids, "attention_mask": attention_mask}
-    if position_ids:
-        kwargs["position_ids"] = position_ids_from_mask(attention_mask)
     targets_mask = loss_mask[:, 1:]
+    first = _first_target(targets_mask)
+    positions = position_ids_from_mask(attention_mask) if position_ids else None
+    logps = _chunked_target_logps(
+        model, input_ids, attention_mask, positions, first, fp32=fp32, fused=fused,
+        chunk_rows=chunk_rows,
+    )  # fmt: skip
+    mask = targets_mask[:, first:].to(logps.dtype)
+    return logps * mask, mask
+
+
+def packed_logprobs(
+    model: Any,
+    batch: dict[str, torch.Tensor],
+    *,
+    fp32: bool = True,
+    fused: bool = False,
+    chunk_rows: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token log-probabilities of each sequence in a packed batch.
+
+    Args:
+        model: Causal LM that reads restarting position ids as sequence boundaries.
+        batch: :func:`~agilerl.llm.packing.pack_rows` output (on the model's device).
+        fp32: Compute the log-softmax in float32.
+        fused: As in :func:`sequence_logprobs`.
+        chunk_rows: Packed rows per forward pass (``None``: all at once).
+
+    Returns:
+        ``(token_logps, mask)``, both ``(N, L)``: sequence ``i``'s targets from its
+        second token on; ``token_logps`` is 0 where ``mask`` (its loss mask) is 0.
+    """
+    input_ids, positions = batch["input_ids"], batch["position_ids"]
+    targets_mask = batch["loss_mask"][:, 1:]
+    first = _first_target(targets_mask)
+    # no 2-D mask: the restarting positions are the sequence boundaries
+    logps = _chunked_target_logps(
+        model, input_ids, None, positions, first, fp32=fp32, fused=fused, chunk_rows=chunk_rows
+    )
+    rows, columns = batch["seq_row"], batch["seq_col"]
+    mask = (targets_mask[rows, columns].bool() & batch["seq_valid"]).to(logps.dtype)
+    # every column before ``first`` is outside each loss mask
+    return logps[rows, (columns - first).clamp(min=0)] * mask, mask
+
+
+def _first_target(targets_mask: torch.Tensor) -> int:
+    """The first target column any row's loss mask selects (0 when none does)."""
     wanted = targets_mask.any(0).nonzero()
-    first = int(wanted[0]) if len(wanted) else 0
-    keep = targets_mask.shape[1] - first
+    return int(wanted[0]) if len(wanted) else 0
+
+
+def _chunked_target_logps(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    position_ids: torch.Tensor | None,
+    first: int,
+    *,
+    fp32: bool,
+    fused: bool,
+    chunk_rows: int | None,
+) -> torch.Tensor:
+    """:func:`_target_logps` over ``chunk_rows`` rows at a time, joined."""
+
+    def rows_of(tensor: torch.Tensor | None, rows: slice) -> torch.Tensor | None:
+        return None if tensor is None else tensor[rows]
+
+    pieces = []
+    for rows in row_slices(input_ids.shape[0], chunk_rows):
+        mask, positions = rows_of(attention_mask, rows), rows_of(position_ids, rows)
+        pieces.append(
+            _target_logps(model, input_ids[rows], mask, positions, first, fp32=fp32, fused=fused)
+        )
+    return torch.cat(pieces)
+
+
+def _target_logps(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    position_ids: torch.Tensor | None,
+    first: int,
+    *,
+    fp32: bool,
+    fused: bool,
+) -> torch.Tensor:
+    """``(B, T - 1 - first)`` log-probs of ``input_ids[:, 1 + first:]`` from one forward pass."""
+    kwargs: dict[str, Any] = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if position_ids is not None:
+        kwargs["position_ids"] = position_ids
     targets = input_ids[:, 1 + first :]
     if fused:
         if _takes_logits_to_keep(model):
             kwargs["logits_to_keep"] = 1  # the log-probs come from the hidden states
         out = model(**kwargs, use_cache=False, output_hidden_states=True)
-        hidden = out.hidden_states[-1][:, first:-1]
-        logps = head_logps(model, hidden, targets, fp32=fp32)
-        mask = targets_mask[:, first:].to(logps.dtype)
-        return logps * mask, mask
+        return head_logps(model, out.hidden_states[-1][:, first:-1], targets, fp32=fp32)
     if _takes_logits_to_keep(model):
         # Logits of the kept positions plus the last one (which predicts nothing).
-        logits = model(**kwargs, use_cache=False, logits_to_keep=keep + 1).logits[:, :-1]
+        logits = model(**kwargs, use_cache=False, logits_to_keep=targets.shape[1] + 1).logits
+        logits = logits[:, :-1]
     else:
         logits = model(**kwargs, use_cache=False).logits[:, first:-1]
     if fp32:
         logits = logits.float()
     # cross_entropy avoids materialising a second (B, T, V) log-softmax tensor.
-    logps = -torch.nn.functional.cross_entropy(
+    return -torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none"
     ).view(targets.shape)
-    mask = targets_mask[:, first:].to(logps.dtype)
-    return logps * mask, mask
 
 
 def _takes_logits_to_keep(model: Any) -> bool:

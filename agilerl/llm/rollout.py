@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from agilerl.llm.generation import Completion, SamplingSettings, generate, left_pad
+from agilerl.llm.overlong import is_truncated
 from agilerl.llm.rollout_env import RolloutEnv
 
 
@@ -30,7 +31,9 @@ class Sample:
         group: Index of the row (prompt) the episode came from within the batch.
         text: The completions' text, turns joined by newlines.
         advantage: Set by the algorithm before the update.
-        extra: Per-sample tensors an algorithm adds (reference log-probs, values).
+        extra: Per-sample values an algorithm or the loop adds (sampler log-probs, the
+            dynamic-sampling round).
+        truncated: A turn was cut by the length cap (see :mod:`agilerl.llm.overlong`).
     """
 
     ids: list[int]
@@ -41,6 +44,7 @@ class Sample:
     text: str
     advantage: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    truncated: bool = False
 
     @property
     def num_actions(self) -> int:
@@ -79,6 +83,8 @@ def collect(
         ids = env.encode(episode.first_messages())
         samples.append(Sample(ids, [0] * len(ids), [0.0] * len(ids), 0.0, i // group_size, text=""))
     live = list(range(len(episodes)))
+    eos = tokenizer.eos_token_id
+    eos_ids = set(eos) if isinstance(eos, list) else {eos}
     for turn in range(env.max_turns):
         if not live:
             break
@@ -90,6 +96,9 @@ def collect(
             sample.action_mask += [1] * len(completion.ids)
             sample.old_logps += completion.logps
             sample.text = completion.text if turn == 0 else f"{sample.text}\n{completion.text}"
+            sample.truncated |= is_truncated(
+                completion.ids, completion.text, eos_ids, settings.stop_strings
+            )
             observation, reward, done = episodes[i].step(completion.text)
             sample.reward += reward
             room = settings.max_model_len - len(sample.ids)

@@ -23,7 +23,15 @@ import yaml
 
 from agilerl.logging.files import atomic_write_json, atomic_write_text, disk_full_guard
 
-SUMMARY_STATUSES = ("running", "completed", "target_reached", "time_limit", "interrupted", "failed")
+SUMMARY_STATUSES = (
+    "running",
+    "completed",
+    "target_reached",
+    "time_limit",
+    "interrupted",
+    "failed",
+    "pruned",
+)
 
 
 class CsvTable:

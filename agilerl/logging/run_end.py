@@ -33,6 +33,8 @@ def how_it_ended(
         return f"budget done at {one} {steps}{per_agent}{missed}"
     if status == "time_limit":
         return f"time limit (training.max_wall_seconds) reached at {one} {steps}"
+    if status == "pruned":
+        return f"pruned at {one} {steps}: its evaluations trailed the sweep's other trials"
     if status == "interrupted":
         return f"interrupted at {one} {steps}; checkpointed"
     return f"failed at {one} {steps}"

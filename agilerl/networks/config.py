@@ -33,8 +33,9 @@ from agilerl.networks.cnn import EvolvableCNN
 from agilerl.networks.lstm import LSTMEncoder
 from agilerl.networks.mlp import EvolvableMLP
 from agilerl.networks.multi_input import EvolvableMultiInput
+from agilerl.networks.normalization import NormalizedEncoder, check_normalizable
 from agilerl.networks.simba import SimbaEncoder
-from agilerl.networks.spaces import is_image_space
+from agilerl.networks.spaces import is_image_space, space_from_dict
 
 ENCODER_ARCHS = ("mlp", "cnn", "multiinput", "lstm", "simba")
 _ENCODER_SPECS = {
@@ -137,11 +138,18 @@ def build_encoder(
         normalize_images: Divide ``uint8`` images by 255.
 
     Returns:
-        An encoder module with ``latent_dim``, ``config`` and ``forward(obs)``.
+        An encoder module with ``latent_dim``, ``config`` and ``forward(obs)``; with
+        ``normalize_observations`` a :class:`NormalizedEncoder` around it.
 
     Raises:
         ValueError: If the arch does not fit the observation space.
     """
+    if net_config.get("normalize_observations"):
+        check_normalizable(observation_space, net_config["encoder_config"]["arch"])
+        inner = build_encoder(
+            observation_space, {**net_config, "normalize_observations": False}, normalize_images
+        )
+        return NormalizedEncoder(observation_space, inner)
     enc = dict(net_config["encoder_config"])
     arch = enc.pop("arch")
     latent_dim = int(net_config["latent_dim"])
@@ -174,7 +182,11 @@ def build_encoder(
 
 
 def encoder_from_config(config: Mapping[str, Any]) -> nn.Module:
-    """Rebuild an encoder from its own ``config`` attribute (fresh weights)."""
+    """Rebuild an encoder from its own ``config`` attribute (fresh weights and statistics)."""
+    if config.get("normalize_observations"):
+        inner = {k: v for k, v in config.items() if k != "normalize_observations"}
+        space = space_from_dict(config["observation_space"])
+        return NormalizedEncoder(space, encoder_from_config(inner))
     classes = {
         "mlp": EvolvableMLP,
         "cnn": EvolvableCNN,

@@ -58,7 +58,11 @@ class PettingZooStrategy(TrainingStrategy):
 
         def factory(seed: int | None = None, num_envs: int | None = None) -> Any:
             return make_vector_env(
-                env_spec.name, env_spec.env_config, num_envs or env_spec.num_envs, env_spec.sync
+                env_spec.name,
+                env_spec.env_config,
+                num_envs or env_spec.num_envs,
+                env_spec.sync,
+                info_masks=env_spec.action_mask == "info",
             )
 
         env = factory(seed=seed)

@@ -33,6 +33,7 @@ from agilerl.components.replay_buffer import (
     PrioritizedReplayBuffer,
     sample_members,
 )
+from agilerl.networks.masking import has_action_mask
 from agilerl.training.batched_eval import BatchedMembers, group_actions
 from agilerl.training.engine import run_population
 from agilerl.training.population_env import PopulationVectorEnv
@@ -57,6 +58,8 @@ def batched_off_policy_reason(
         return "the loop has no env_factory to build the population's vector env"
     if eval_env is not None:
         return "the caller's evaluation env serves one member at a time"
+    if any(has_action_mask(getattr(agent, "observation_space", None)) for agent in population):
+        return "action masks: stacked members act unmasked, so masked members train one by one"
     if not any(batchable(agent) for agent in population):
         return "no member can be stacked (a plain DQN on a flat Box observation)"
     if len({int(agent.steps) for agent in population}) > 1:

@@ -27,6 +27,7 @@ import torch
 from agilerl.algorithms.batched import LoneGroup, batchable, make_groups
 from agilerl.algorithms.batched.ppo import PPOGroup
 from agilerl.components.rollout_buffer import RolloutBuffer
+from agilerl.networks.masking import has_action_mask
 from agilerl.training.batched_eval import BatchedMembers
 from agilerl.training.collect import collect_rollouts
 from agilerl.training.collect_recurrent import collect_recurrent_rollouts
@@ -47,6 +48,8 @@ def batched_on_policy_reason(
         return "the loop has no env_factory to build the population's vector env"
     if eval_env is not None:
         return "the caller's evaluation env serves one member at a time"
+    if any(has_action_mask(getattr(agent, "observation_space", None)) for agent in population):
+        return "action masks: stacked members act unmasked, so masked members train one by one"
     if not any(batchable(agent) for agent in population):
         return (
             "no member can be stacked (a feed-forward PPO, Discrete or 1-D Box actions, "

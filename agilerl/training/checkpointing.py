@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import random
 import re
 import shutil
@@ -349,6 +350,12 @@ def load_file(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise ConfigError(f"checkpoint file missing: {path}") from None
     except Exception as exc:  # torch raises many types for truncated or foreign files
+        if isinstance(exc, pickle.UnpicklingError) and "Weights only load failed" in str(exc):
+            raise ConfigError(
+                f"checkpoint file {path} holds objects other than tensors and plain data, "
+                "refused because loading them could run code; use a checkpoint agilerl wrote "
+                "(an earlier checkpoint directory of the run)"
+            ) from None
         raise ConfigError(
             f"checkpoint file {path} is truncated or corrupt ({type(exc).__name__}); "
             "resume from an earlier checkpoint directory or start again"

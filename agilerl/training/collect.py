@@ -82,7 +82,8 @@ def collect_rollouts(
 
     The buffer is reset first; at the end the returns and advantages are
     computed (with the agent's current ``gamma``/``gae_lambda``) using
-    ``V(next_obs)``. ``agent.steps`` grows by ``n_steps * num_envs``.
+    ``V(next_obs)``, after the agent's ``scale_rollout_rewards(buffer)`` when it has one
+    (PPO's ``normalize_rewards``). ``agent.steps`` grows by ``n_steps * num_envs``.
     Per-env running episode returns live on the buffer, so episodes that span
     several calls are reported whole when they finish.
 
@@ -139,6 +140,9 @@ def collect_rollouts(
                     running_lengths[i] = 0
             obs = next_obs
         last_value = agent.get_value(obs)
+    scale = getattr(agent, "scale_rollout_rewards", None)
+    if scale is not None:  # PPO's normalize_rewards (the reported returns stay the env's)
+        scale(buffer)
     buffer.compute_returns_and_advantages(last_value)
     agent.steps += n_steps * num_envs
     return obs, finished_returns, finished_lengths

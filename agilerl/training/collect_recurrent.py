@@ -100,6 +100,9 @@ def collect_recurrent_rollouts(
             state, obs = next_state, next_obs
         last_value = agent.get_value(obs, state)
     buffer.rollout_state = state.cpu()
+    scale = getattr(agent, "scale_rollout_rewards", None)
+    if scale is not None:  # PPO's normalize_rewards (the reported returns stay the env's)
+        scale(buffer)
     buffer.compute_returns_and_advantages(last_value)
     agent.steps += n_steps * num_envs
     return obs, finished_returns, finished_lengths

@@ -24,7 +24,8 @@ from agilerl.training.run_context import RunContext, finite_or_none
 
 DISPLAY_EVERY: int = TrainingSpec.model_fields["reporting_interval"].default
 """Env steps between progress reports unless ``training.reporting_interval`` says otherwise."""
-FINAL_STATUSES = ("completed", "target_reached")
+FINAL_STATUSES = ("completed", "target_reached", "pruned")
+"""A run that ends so is over for good: it does not evolve or resume further."""
 
 
 class PopulationLoop:
@@ -227,8 +228,30 @@ class PopulationLoop:
             if self.solved_at_step is None:
                 self.solved_at_step = total
             self.status = "target_reached"
+        self._report_evaluation()
         self.finished()
         self.run.last_result = self.result()
+
+    def evaluation_step(self) -> int:
+        """The step of this evaluation on the evaluation grid (per member): the multiple of
+        ``evo_steps`` the members reached, or ``max_steps`` at the end, so runs whose
+        rollouts overshoot differently report at the same steps."""
+        reached = max((self.progress(agent) for agent in self.population), default=0)
+        if reached >= self.max_steps:
+            return self.max_steps
+        return reached // self.evo_steps * self.evo_steps
+
+    def _report_evaluation(self) -> None:
+        """Hand the run's best fitness to ``run.on_evaluation``, which may prune the run
+        (unless it is ending anyway: target reached, or no budget left)."""
+        hook = self.run.on_evaluation
+        if hook is None or self.best_fitness is None:
+            return
+        if self.run.stop_agreement is not None:  # one process cannot stop the others
+            return
+        stop = hook(self.evaluation_step(), self.best_fitness)
+        if stop and self.status is None and any(map(self._has_budget, self.population)):
+            self.status = "pruned"
 
     def should_evolve(self) -> bool:
         """Evolve unless the run is over for good (a stopped run evolves, so resuming is exact)."""

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-STATUSES = ("completed", "target_reached", "time_limit", "interrupted", "failed")
+STATUSES = ("completed", "target_reached", "time_limit", "interrupted", "failed", "pruned")
 
 
 @dataclass

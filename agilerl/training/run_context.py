@@ -54,6 +54,10 @@ class RunContext:
             calls at the same step); ``None`` in one process.
         training: The manifest's validated training section (defaults for a direct
             loop call); settings the engine and loops read that have no argument of their own.
+        on_evaluation: Called after each evaluation of the population with the step
+            (per member, the unit of ``max_steps``) and the run's best fitness so far;
+            returning ``True`` stops the run as ``pruned`` (an Optuna trial's pruner).
+            Not called in a multi-process run.
     """
 
     run_dir: RunDirectory | None = None
@@ -73,6 +77,7 @@ class RunContext:
     operators_provider: Any = None
     stop_agreement: Callable[[bool], bool] | None = None
     training: TrainingSpec = field(default_factory=TrainingSpec)
+    on_evaluation: Callable[[int, float], bool] | None = None
     started: float = field(default_factory=time.perf_counter)
 
     @classmethod

@@ -29,6 +29,7 @@ from agilerl.algorithms.core.multi_agent import MultiAgentAlgorithm
 from agilerl.algorithms.ippo import IPPO
 from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
 from agilerl.envs.pettingzoo import PettingZooVectorEnv
+from agilerl.networks import masking
 from agilerl.training.engine import Members, run_population
 from agilerl.training.evaluation import episode_stats
 from agilerl.training.population_loop import PopulationLoop
@@ -162,14 +163,23 @@ def _obs_tensor(obs: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
     return {a: torch.as_tensor(v, dtype=torch.float32) for a, v in obs.items()}
 
 
-def _final_obs(obs: Mapping[str, np.ndarray], info: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Next observations with finished copies' rows replaced by their final observations."""
-    out = {a: v.copy() for a, v in obs.items()}
+def _final_obs(obs: Mapping[str, Any], info: Mapping[str, Any]) -> dict[str, Any]:
+    """Next observations with finished copies' rows replaced by their final observations
+    (an agent's observation may be a dict of arrays, e.g. with its action mask)."""
+    out = {a: _copy(v) for a, v in obs.items()}
     for i, final in enumerate(info["final_obs"]):
         if final is not None:
             for agent, value in final.items():
-                out[agent][i] = value
+                if isinstance(value, Mapping):
+                    for key, part in value.items():
+                        out[agent][key][i] = part
+                else:
+                    out[agent][i] = value
     return out
+
+
+def _copy(value: Any) -> Any:
+    return {k: v.copy() for k, v in value.items()} if isinstance(value, Mapping) else value.copy()
 
 
 def _rollout_steps(agent: IPPO, num_envs: int) -> int:
@@ -203,6 +213,8 @@ def _collect_ippo(
             for a in env.agents:
                 mask = bootstrap & cut[a] & info["active"][a]
                 reward[a] = rewards[a] + gamma * final_values[a].cpu().numpy() * mask
+        for a, mask in step["mask"].items():
+            buf.setdefault("mask", {}).setdefault(a, []).append(mask)
         for a in env.agents:
             buf["obs"][a].append(step["obs"][a])
             buf["critic_obs"][a].append(step["critic_obs"][a])
@@ -231,7 +243,8 @@ def _collect_ippo(
 def make_replay_buffer(
     agent: MultiAgentAlgorithm, max_size: int, seed: int | None = None
 ) -> MultiAgentReplayBuffer:
-    """A replay buffer shaped for ``agent``'s spaces (Discrete actions stored as indices)."""
+    """A replay buffer shaped for ``agent``'s spaces (Discrete actions stored as indices,
+    masked agents' legal actions beside their observations)."""
     action_shapes, dtypes = {}, {}
     for a, space in agent.action_spaces.items():
         discrete = isinstance(space, spaces.Discrete)
@@ -239,12 +252,27 @@ def make_replay_buffer(
         dtypes[a] = torch.int64 if discrete else torch.float32
     return MultiAgentReplayBuffer(
         max_size,
-        {a: s.shape for a, s in agent.observation_spaces.items()},
+        {a: s.shape for a, s in agent.policy_spaces.items()},
         action_shapes,
         dtypes,
         device=agent.device,
         seed=seed,
+        mask_sizes={
+            a: int(agent.action_spaces[a].n)
+            for a, s in agent.observation_spaces.items()
+            if masking.has_action_mask(s)
+        },
     )
+
+
+def _split_masks(obs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Per-agent observations without their masks, and the masks of masked agents."""
+    parts, masks = {}, {}
+    for agent, value in obs.items():
+        parts[agent], mask = masking.split_observation(value)
+        if mask is not None:
+            masks[agent] = mask
+    return parts, masks
 
 
 EVAL_SEED_OFFSET = 99_991
@@ -382,12 +410,16 @@ class OffPolicyMembers(_Members):
             action = agent.act(obs)
             next_obs, rewards, terminated, _, info = venv.step(action)
             done = info["episode_done"]
+            stored, masks = _split_masks(obs)
+            stored_next, next_masks = _split_masks(_final_obs(next_obs, info))
+            extra = {"action_mask": masks, "next_action_mask": next_masks} if masks else {}
             memory.add(
-                obs=obs,
+                obs=stored,
                 action=action,
                 reward=rewards,
-                next_obs=_final_obs(next_obs, info),
+                next_obs=stored_next,
                 done=terminated,
+                **extra,
             )
             agent.steps += venv.num_envs
             loop.advance(venv.num_envs)

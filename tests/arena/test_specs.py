@@ -174,7 +174,7 @@ def test_paradigm_flags_are_class_level() -> None:
         ("DPO", {"quantization": {"load_in_4bit": True, "load_in_8bit": True}}, "exactly one"),
         ("DPO", {"quantization": {"load_in_4bit": True, "bits": 3}}, "unknown setting"),
         ("SFT", {"quantization": {"load_in_4bit": True, "bnb_4bit_quant_type": "q3"}}, "nf4"),
-        ("DPO", {"use_sequence_packing": True, "attn_implementation": "flex_attention"}, "packing"),
+        ("DPO", {"chunk_rows": 0}, "chunk_rows"),
         ("SFT", {"activation_offload": True}, "activation_offload"),
         ("GRPO", {"group_size": 2, "use_sequence_packing": True}, "padded, not packed"),
         (

@@ -141,7 +141,7 @@ def test_kl_advantage_shaping_moves_the_kl_from_the_loss_to_the_advantages(
 def test_cispo_weights_every_token_by_its_truncated_ratio_without_a_gradient(
     make_rollout_spec, left_tokenizer
 ) -> None:
-    from agilerl.algorithms.llm_rollout import CISPO
+    from agilerl.algorithms.grpo import CISPO
     from agilerl.arena.models.algorithms import CISPOSpec
 
     spec = CISPOSpec(**{**make_rollout_spec("GRPO").model_dump(), "clip_coef": 0.2})
@@ -158,10 +158,88 @@ def test_cispo_weights_every_token_by_its_truncated_ratio_without_a_gradient(
     assert ratio.grad is None or not ratio.grad.any()  # the weight carries no gradient
 
 
+def test_clip_higher_raises_only_the_upper_clip(make_rollout_spec, left_tokenizer) -> None:
+    from agilerl.algorithms.core.ppo_objective import outside_clip
+
+    spec = make_rollout_spec("GRPO", clip_coef=0.2, clip_coef_high=0.28)
+    agent = LLMBuilder.build(spec, tokenizer=left_tokenizer)
+    assert agent.clip_range() == (0.2, 0.28)
+    ratio = torch.tensor([[0.7, 0.75, 1.25, 1.35]])
+    advantages = torch.tensor([[-1.0, 1.0, 1.0, 1.0]])
+    # max(-A r, -A clip(r, 0.8, 1.28)): 0.8 (clipped low), -0.75, -1.25 (inside 1.28; the
+    # symmetric clip would give -1.2), -1.28 (clipped high)
+    loss = agent.surrogate(ratio, advantages, torch.zeros_like(ratio))
+    assert torch.allclose(loss, torch.tensor([[0.8, -0.75, -1.25, -1.28]]))
+    assert outside_clip(ratio, 0.2, 0.28).tolist() == [[True, True, False, True]]
+    symmetric = LLMBuilder.build(
+        spec.model_copy(update={"clip_coef_high": None}), tokenizer=left_tokenizer
+    )
+    assert symmetric.surrogate(ratio, advantages, torch.zeros_like(ratio))[0, 2] == -1.2
+
+
+def test_cispo_truncates_its_weights_at_the_upper_clip(make_rollout_spec, left_tokenizer) -> None:
+    from agilerl.arena.models.algorithms import CISPOSpec
+
+    fields = make_rollout_spec("GRPO").model_dump()
+    agent = LLMBuilder.build(
+        CISPOSpec(**{**fields, "clip_coef_high": 2.0}), tokenizer=left_tokenizer
+    )
+    ratio = torch.tensor([[0.5, 2.5, 4.0]])
+    loss = agent.surrogate(ratio, torch.ones_like(ratio), torch.full_like(ratio, -1.0))
+    assert torch.allclose(loss, torch.tensor([[0.5, 2.5, 3.0]]))  # weights min(r, 3) x 1
+
+
+def test_clip_coef_is_one_number_and_points_to_clip_coef_high(make_rollout_spec) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="clip_coef_high to the upper one"):
+        make_rollout_spec("GRPO", clip_coef=[0.2, 0.28])
+
+
+@pytest.mark.parametrize("norm", ["accumulation_window", "sequence", "max_length"])
+def test_loss_norms_by_hand(make_rollout_spec, digit_env, left_tokenizer, norm: str) -> None:
+    """DAPO's token mean, GRPO's mean of sequence means, Dr. GRPO's constant normaliser."""
+    sampler = LLMBuilder.build(
+        make_rollout_spec("GRPO", group_size=2, max_output_tokens=8), tokenizer=left_tokenizer
+    )
+    torch.manual_seed(0)
+    long = sampler.rollout(digit_env, digit_env.batch(0, 1, 0))
+    sampler.spec = sampler.spec.model_copy(update={"max_output_tokens": 3})
+    short = sampler.rollout(digit_env, digit_env.batch(1, 1, 0))[:1]
+    samples = long + short
+    for sample, reward in zip(samples, [1.0, 0.0, 0.0], strict=True):
+        sample.reward, sample.group = reward, 0
+    n = [s.num_actions for s in samples]
+    assert len(set(n)) > 1
+    spec = make_rollout_spec(
+        "GRPO", group_size=3, max_output_tokens=8, update_epochs=1, loss_norm=norm,
+        adv_clip_range=0.5, mini_batch_size=3, micro_batch_size_per_gpu=1,
+    )  # fmt: skip
+    agent = LLMBuilder.build(spec, tokenizer=left_tokenizer)
+    loss = agent.learn([Sample(**{**vars(s), "extra": {}}) for s in samples])["loss"]
+    # Rewards 1, 0, 0: A = 2/3, -1/3, -1/3, clipped to 0.5, -1/3, -1/3; ratios 1, so a
+    # token's loss is -A.
+    a = [0.5, -1 / 3, -1 / 3]
+    summed = sum(-ai * ni for ai, ni in zip(a, n, strict=True))
+    expected = {
+        "accumulation_window": summed / sum(n),
+        "sequence": sum(-ai for ai in a) / 3,
+        "max_length": summed / (3 * 8),
+    }
+    assert loss == pytest.approx(expected[norm], abs=1e-5)
+
+
+def test_max_length_norm_needs_a_generation_cap(make_rollout_spec) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="loss_norm=max_length divides by max_output"):
+        make_rollout_spec("GRPO", max_output_tokens=None, loss_norm="max_length")
+
+
 def test_gspo_takes_sequence_ratios_and_refuses_token_ones(make_rollout_spec) -> None:
     from pydantic import ValidationError
 
-    from agilerl.algorithms.llm_rollout import GSPO
+    from agilerl.algorithms.grpo import GSPO
     from agilerl.arena.models.algorithms import GSPOSpec
 
     fields = make_rollout_spec("GRPO").model_dump()
@@ -186,6 +264,55 @@ def test_gspo_and_cispo_learn_the_digit_reward(
     reached, rewards = rounds_to_target(agent, digit_env, budget=25)
     assert rewards[0] < 0.3  # where the untrained model starts (GRPO's test has the same)
     assert reached is not None, rewards
+
+
+# The untrained model almost never ends a completion (EOS) within the 16-token cap: the soft
+# punishment (no penalty up to 8 tokens) teaches it to, so the overlong filter is paired
+# with it (alone, every completion is cut and leaves the loss: nothing to learn from).
+DAPO_VARIANTS = {
+    "clip_higher": {"clip_coef_high": 0.28},
+    "sequence_norm": {"loss_norm": "sequence"},
+    "dr_grpo": {"loss_norm": "max_length"},
+    "soft_overlong": {"overlong_buffer_len": 8},
+    "overlong_filter": {"mask_truncated_completions": True, "overlong_buffer_len": 8},
+    "dynamic_sampling": {"dynamic_sampling_max_rounds": 2, "adv_filter_eps": 0.05},
+    "dapo": {
+        "clip_coef_high": 0.28, "loss_norm": "accumulation_window", "overlong_buffer_len": 8,
+        "mask_truncated_completions": True, "dynamic_sampling_max_rounds": 2,
+    },
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", sorted(DAPO_VARIANTS))
+def test_dapo_variants_learn_the_digit_reward(
+    make_rollout_spec, digit_env, left_tokenizer, variant: str
+) -> None:
+    """Each switch trains the digit reward (GRPO alone reaches it in 19 rounds; the
+    overlong ones first learn to end completions), with rounds taken through
+    :meth:`fill_groups` as the loop takes them."""
+    from agilerl.training.llm.train_llm_rollout import REFILL_SEED_STRIDE
+
+    spec = make_rollout_spec("GRPO", **DAPO_VARIANTS[variant])
+    agent = LLMBuilder.build(spec, tokenizer=left_tokenizer)
+    rewards, truncated = [], []
+    for step in range(40):
+
+        def rows(k: int, step: int = step) -> list:
+            return digit_env.batch(step, spec.batch_size, k * REFILL_SEED_STRIDE)
+
+        samples = agent.fill_groups(
+            agent.rollout(digit_env, rows(0)), lambda k: agent.rollout(digit_env, rows(k))
+        )
+        metrics = agent.learn(samples)
+        rewards.append(metrics["reward"])
+        truncated.append(metrics["frac_truncated"])
+        if len(rewards) >= 3 and sum(rewards[-3:]) / 3 > 0.8:
+            break
+    assert rewards[0] < 0.3
+    assert sum(rewards[-3:]) / 3 > 0.8, rewards
+    if spec.overlong_buffer_len is not None:  # it learnt to end before the cap
+        assert truncated[0] > 0.9 and truncated[-1] < 0.2, truncated
 
 
 @pytest.mark.parametrize("name", ["LLMPPO", "LLMREINFORCE"])

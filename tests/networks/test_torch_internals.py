@@ -109,6 +109,7 @@ print(json.dumps(train_three()))
 """
 
 
+@pytest.mark.slow  # a second interpreter and six short runs: ~10 s
 @pytest.mark.filterwarnings("ignore:.*has no replay_buffer section")
 def test_an_unknown_torch_trains_on_public_apis_with_the_same_results() -> None:
     known = train_three()

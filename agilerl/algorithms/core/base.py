@@ -43,6 +43,7 @@ from agilerl.arena.models.algorithms import (
     MultiAgentAlgorithmSpec,
     SingleAgentAlgorithmSpec,
 )
+from agilerl.networks.masking import has_action_mask, policy_space
 from agilerl.networks.spaces import space_from_dict, space_to_dict
 
 CHECKPOINT_FORMAT = "agilerl.algorithm"
@@ -570,6 +571,9 @@ class SingleAgentAlgorithm(EvolvableAlgorithm):
     spec_class: ClassVar[type[AlgorithmSpec]] = SingleAgentAlgorithmSpec
     action_space_types: ClassVar[tuple[type[spaces.Space], ...]] = ()
     rebuild_fields: ClassVar[frozenset[str]] = frozenset({"net_config", "normalize_images"})
+    reads_action_masks: ClassVar[bool] = False
+    """Acts and learns within the ``action_mask`` of its observations
+    (:mod:`agilerl.networks.masking`); others refuse masked observations."""
 
     def __init__(
         self,
@@ -596,6 +600,11 @@ class SingleAgentAlgorithm(EvolvableAlgorithm):
                 f"{type(self).__name__} needs a {kinds} action space, "
                 f"got {type(action_space).__name__}"
             )
+        if has_action_mask(observation_space) and not self.reads_action_masks:
+            raise ValueError(
+                f"{type(self).__name__} does not take action masks, but the observations "
+                "carry an 'action_mask'; use DQN, Rainbow DQN or PPO"
+            )
         self.observation_space = observation_space
         self.action_space = action_space
         self._net_key: Any = ()
@@ -617,9 +626,14 @@ class SingleAgentAlgorithm(EvolvableAlgorithm):
         if self._net_key is not section:
             from agilerl.networks.config import resolve_net_config
 
-            self._net_config = resolve_net_config(section, self.observation_space)
+            self._net_config = resolve_net_config(section, self.policy_space)
             self._net_key = section
         return self._net_config
+
+    @property
+    def policy_space(self) -> spaces.Space:
+        """The observation space the networks read (without an action mask)."""
+        return policy_space(self.observation_space)
 
 
 class MultiAgentAlgorithm(EvolvableAlgorithm):

@@ -14,7 +14,8 @@ states as tensors, so they load with ``torch.load(weights_only=True)``.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import numpy as np
@@ -24,12 +25,14 @@ from torch import nn
 
 from agilerl.algorithms.core import base
 from agilerl.arena.models.algorithms.base import MultiAgentAlgorithmSpec
-from agilerl.arena.models.networks import MlpSpec, NetworkSpec
+from agilerl.arena.models.networks import CnnSpec, MlpSpec, NetworkSpec
+from agilerl.networks import masking
 
 __all__ = [
     "MultiAgentAlgorithm",
     "agent_group",
     "build_mlp",
+    "build_net",
     "flat_dim",
 ]
 
@@ -58,22 +61,72 @@ def build_mlp(
 ) -> nn.Sequential:
     """An MLP ``in -> encoder hidden -> latent_dim -> head hidden -> out`` from a network spec.
 
-    Only ``arch: mlp`` encoders are supported (vector observations).
+    Only ``arch: mlp`` encoders are supported here (vector observations; images:
+    :func:`build_net`).
     """
     net = net or NetworkSpec()
     encoder = net.encoder_config or MlpSpec()
     if not isinstance(encoder, MlpSpec):
         raise ValueError(
-            f"multi-agent networks support encoder arch 'mlp' only, got {encoder.arch!r}"
+            f"multi-agent networks support encoder arch 'mlp' (and 'cnn' for IPPO on image "
+            f"observations) only, got {encoder.arch!r}"
         )
-    head = net.head_config or MlpSpec()
+    if net.normalize_observations:
+        raise ValueError(
+            "multi-agent networks do not normalise observations; remove "
+            "network.normalize_observations"
+        )
     parts = [(w, encoder) for w in (*encoder.hidden_size, net.latent_dim)]
-    parts += [(w, head) for w in head.hidden_size]
+    with _seeded(net.random_seed if seed is None else seed):
+        return _layers(in_dim, parts, out_dim, net.head_config or MlpSpec())
+
+
+def build_net(
+    space: spaces.Space,
+    out_dim: int,
+    net: NetworkSpec | None,
+    normalize_images: bool = True,
+    seed: int | None = None,
+) -> nn.Module:
+    """One agent's network for its observation ``space``: :func:`build_mlp` on the flattened
+    observations, or for a ``cnn`` encoder a CNN over the image (:class:`FlatImageNet`).
+
+    Raises:
+        ValueError: For a ``cnn`` encoder on observations that are not images (a 3-D Box).
+    """
+    net = net or NetworkSpec()
+    if not isinstance(net.encoder_config, CnnSpec):
+        return build_mlp(flat_dim(space), out_dim, net, seed)
+    if not isinstance(space, spaces.Box) or len(space.shape) != 3:
+        raise ValueError(f"a cnn encoder needs image observations (a 3-D Box), got {space}")
+    from agilerl.networks.flat_image import FlatImageNet
+
+    with _seeded(net.random_seed if seed is None else seed):
+        head = _layers(net.latent_dim, [], out_dim, net.head_config or MlpSpec())
+        return FlatImageNet(space, net, head, normalize_images)
+
+
+@contextmanager
+def _seeded(seed: int | None) -> Iterator[None]:
+    """Initialise under ``torch.manual_seed(seed)`` (when given), then restore torch's RNG."""
+    if seed is None:
+        yield
+        return
+    state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(state)
+
+
+def _layers(
+    in_dim: int, parts: list[tuple[int, MlpSpec]], out_dim: int, head: MlpSpec
+) -> nn.Sequential:
+    """``Linear -> LayerNorm? -> activation`` per ``(width, section)`` of ``parts`` then of
+    the head's hidden layers, and the output layer (scaled down if ``output_vanish``)."""
+    parts = [*parts, *((w, head) for w in head.hidden_size)]
     layers: list[nn.Module] = []
-    seed = net.random_seed if seed is None else seed
-    gen_state = torch.random.get_rng_state()
-    if seed is not None:
-        torch.manual_seed(seed)
     prev = in_dim
     for width, part in parts:
         layers.append(nn.Linear(prev, width))
@@ -87,8 +140,6 @@ def build_mlp(
             out.weight.mul_(0.1)
             out.bias.zero_()
     layers.append(out)
-    if seed is not None:
-        torch.random.set_rng_state(gen_state)
     return nn.Sequential(*layers)
 
 
@@ -181,6 +232,14 @@ class MultiAgentAlgorithm(base.MultiAgentAlgorithm):
                 raise ValueError(
                     f"{type(self).__name__} supports Discrete and Box actions, got {space}"
                 )
+        for agent in self.agents:
+            masking.check_maskable(
+                self.observation_spaces[agent], self.action_spaces[agent], f"agent {agent!r}"
+            )
+        # what the networks read: the observations without their action masks
+        self.policy_spaces = {
+            a: masking.policy_space(s) for a, s in self.observation_spaces.items()
+        }
         self.nets: dict[str, nn.ModuleDict] = {}
         self.opts: dict[str, torch.optim.Optimizer] = {}
         self._given = (actor_networks, critic_networks)  # pre-built networks, used as given
@@ -227,9 +286,15 @@ class MultiAgentAlgorithm(base.MultiAgentAlgorithm):
 
     # --- acting -----------------------------------------------------------------
     def obs_tensor(self, obs: Mapping[str, Any], agent: str) -> torch.Tensor:
-        """Float tensor ``(batch, obs_dim)`` of one agent's observations."""
-        value = torch.as_tensor(np.asarray(obs[agent]), dtype=torch.float32, device=self.device)
+        """Float tensor ``(batch, obs_dim)`` of one agent's observations (without a mask)."""
+        value = np.asarray(masking.observation_part(obs[agent]))
+        value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
         return value.reshape(value.shape[0], -1)
+
+    def action_mask(self, obs: Mapping[str, Any], agent: str) -> torch.Tensor | None:
+        """Bool ``(batch, n)`` legal actions of one agent's observations (``None``: unmasked)."""
+        mask = masking.split_observation(obs[agent])[1]
+        return None if mask is None else masking.as_bool(mask, self.device)
 
     def act(self, obs: Mapping[str, Any], greedy: bool = False) -> dict[str, np.ndarray]:
         """Env actions per agent for a batch of observations (leading ``num_envs`` axis)."""

@@ -49,6 +49,7 @@ class Batch(NamedTuple):
         reward: ``[B]`` float rewards.
         next_obs: Next observations.
         discount: ``[B]`` ``gamma ** n_steps * (1 - done)``.
+        next_mask: Legal actions ``[B, n]`` (bool) in ``next_obs``; ``None`` when unmasked.
     """
 
     obs: Any
@@ -56,6 +57,7 @@ class Batch(NamedTuple):
     reward: torch.Tensor
     next_obs: Any
     discount: torch.Tensor
+    next_mask: torch.Tensor | None = None
 
 
 def batch_size_of(obs: Any, observation_space: spaces.Space) -> int:
@@ -187,7 +189,10 @@ class OffPolicyAlgorithm(SingleAgentAlgorithm):
             n = torch.as_tensor(n_steps, device=self.device).reshape(-1).float()
             discount = torch.pow(gamma, n).mul_(1.0 - done)
         action = torch.as_tensor(batch["action"], device=self.device)
-        return Batch(convert(batch["obs"]), action, reward, convert(batch["next_obs"]), discount)
+        next_obs = batch["next_obs"]
+        mask_of = getattr(self, "_masks", None)
+        next_mask = mask_of.mask(next_obs) if mask_of is not None else None
+        return Batch(convert(batch["obs"]), action, reward, convert(next_obs), discount, next_mask)
 
     def _weights(self, weights: Any) -> torch.Tensor | None:
         """Importance weights ``[B]`` as a float tensor, or ``None``."""

@@ -30,9 +30,11 @@ def approx_kl(ratio: torch.Tensor, logratio: torch.Tensor) -> torch.Tensor:
     return (ratio - 1.0) - logratio
 
 
-def outside_clip(ratio: torch.Tensor, clip: Any) -> torch.Tensor:
-    """Where the ratio left ``[1 - clip, 1 + clip]`` (the clip fraction's numerator)."""
-    return (ratio - 1.0).abs() > clip
+def outside_clip(ratio: torch.Tensor, clip: Any, high: Any = None) -> torch.Tensor:
+    """Where the ratio left ``[1 - clip, 1 + clip]`` (the clip fraction's numerator), or
+    ``[1 - clip, 1 + high]`` with an upper range of its own (clip-higher)."""
+    excess = ratio - 1.0
+    return (excess < -clip) | (excess > (clip if high is None else high))
 
 
 def value_error(

@@ -14,8 +14,14 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from agilerl.arena.models.base import StrictModel
+from agilerl.arena.models.images import (
+    AtariPreprocessingSpec,
+    bare_id,
+    image_family,
+    image_settings_problem,
+)
 
-_GYM_ID = re.compile(r"^([\w.\-]+[/:])?[\w.\-]+-v\d+$")
+_GYM_ID = re.compile(r"^([\w.\-]+:)?([\w.\-]+/)?[\w.\-]+-v\d+$")
 _MODULE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 _ENTRYPOINT = re.compile(r"^[A-Za-z_][\w.]*[:.][A-Za-z_]\w*$")
 
@@ -33,8 +39,27 @@ ACTION_SPACE_KINDS: dict[str, str] = {
     "BipedalWalker-v3": "continuous",
     "HalfCheetah-v5": "continuous",
     "Hopper-v5": "continuous",
+    "agilerl/ConnectFour-v3": "discrete",
+    "agilerl/TicTacToe-v3": "discrete",
+    **{f"ALE/{game}-v5": "discrete" for game in ("Pong", "Breakout", "SpaceInvaders", "Seaquest")},
+    **{
+        f"MinAtar/{game}-v{v}": "discrete"
+        for game in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
+        for v in (0, 1)
+    },
 }
 """Action-space kind of well-known gymnasium ids, so a mismatch fails before any env is built."""
+
+
+def action_space_kind_of(name: str | None) -> str | None:
+    """The action-space kind of a known id (any ``module:`` prefix), ``None`` if unknown.
+
+    Every ALE and MinAtar game has a discrete action space.
+    """
+    if not isinstance(name, str):
+        return None
+    kind = ACTION_SPACE_KINDS.get(bare_id(name))
+    return kind or ("discrete" if image_family(name) else None)
 
 
 class EnvSpecBase(StrictModel):
@@ -64,6 +89,30 @@ class GymEnvSpec(EnvSpecBase):
     )
     sync: bool = Field(True, description="Step copies in-process (true) or in subprocesses.")
     max_episode_steps: int | None = Field(None, ge=1, description="Override the time limit.")
+    atari_preprocessing: AtariPreprocessingSpec | None = Field(
+        None,
+        description="gymnasium's AtariPreprocessing (frame skip, no-ops, resize, grey-scale) "
+        "for an ALE id; null: raw frames.",
+    )
+    frame_stack: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description="Stack this many last frames as channels (FrameStackObservation); "
+        "image observations only.",
+    )
+    channels_last: bool | None = Field(
+        None,
+        description="The env's images are [H, W, C]: true turns them into [C, H, W], false "
+        "keeps them; null: true for ALE and MinAtar, else guessed when frames are stacked.",
+    )
+    action_mask: Literal["observation", "info"] = Field(
+        "observation",
+        description="Where the env reports its legal actions: 'observation' (a Dict "
+        "observation with an 'action_mask' key, PettingZoo classic's layout; read whenever "
+        "present) or 'info' (info['action_mask'] at every step, moved into the observation). "
+        "Discrete actions only.",
+    )
 
     @model_validator(mode="after")
     def _name_shape(self) -> GymEnvSpec:
@@ -76,6 +125,9 @@ class GymEnvSpec(EnvSpecBase):
             raise ValueError(f"name {self.name!r} is not a gymnasium id like 'CartPole-v1'{hint}")
         if self.entrypoint is not None and not _ENTRYPOINT.match(self.entrypoint):
             raise ValueError(f"entrypoint {self.entrypoint!r} must look like 'package.module:attr'")
+        problem = image_settings_problem(self, ACTION_SPACE_KINDS)
+        if problem:
+            raise ValueError(problem)
         return self
 
 
@@ -91,6 +143,13 @@ class PettingZooEnvSpec(EnvSpecBase):
         None, alias="config", description="Keyword arguments for parallel_env()."
     )
     sync: bool = Field(True, description="Step copies in-process (true) or in subprocesses.")
+    action_mask: Literal["observation", "info"] = Field(
+        "observation",
+        description="Where each agent's legal actions come from: 'observation' (a Dict "
+        "observation with an 'action_mask' key; read whenever present) or 'info' "
+        "(infos[agent]['action_mask'] at every step, moved into the observation). "
+        "Discrete actions only.",
+    )
 
     @model_validator(mode="after")
     def _module_path(self) -> PettingZooEnvSpec:
@@ -114,6 +173,17 @@ class OfflineEnvSpec(GymEnvSpec):
     def _one_source(self) -> OfflineEnvSpec:
         if (self.minari_dataset_id is None) == (self.dataset_path is None):
             raise ValueError("set exactly one of minari_dataset_id and dataset_path")
+        images = (self.atari_preprocessing, self.channels_last)
+        if images != (None, None) or self.frame_stack != 1:
+            raise ValueError(
+                "an offline dataset holds the observations it was recorded with: remove "
+                "atari_preprocessing, frame_stack and channels_last"
+            )
+        if self.action_mask != "observation":
+            raise ValueError(
+                "action_mask: an offline dataset holds no action masks and the offline "
+                "algorithms act unmasked; remove action_mask"
+            )
         return self
 
 

@@ -29,7 +29,7 @@ from agilerl.arena.models.algorithms import (
 )
 from agilerl.arena.models.algorithms.base import MUTATION_KINDS
 from agilerl.arena.models.base import StrictModel
-from agilerl.arena.models.env import ACTION_SPACE_KINDS, ENV_SPECS, EnvSpecBase
+from agilerl.arena.models.env import ENV_SPECS, EnvSpecBase, action_space_kind_of
 from agilerl.arena.models.errors import (
     ConfigError,
     did_you_mean,
@@ -444,7 +444,7 @@ def _cross_checks(
             environment.objective,
         )
     env_name = getattr(environment, "name", None)
-    kind = ACTION_SPACE_KINDS.get(env_name) if isinstance(env_name, str) else None
+    kind = action_space_kind_of(env_name)
     if kind is not None and kind not in algorithm.action_space_kinds:
         supported = " or ".join(sorted(algorithm.action_space_kinds))
         errors.add(
@@ -465,6 +465,7 @@ def _cross_checks(
         and network.simba
     ):
         errors.add(("network", "simba"), "a recurrent PPO policy cannot use a SimBa encoder")
+    _check_normalization(algorithm, network, errors)
     if isinstance(algorithm, PPOSpec) and isinstance(network, NetworkSpec) and not network.simba:
         arch = network.arch
         if algorithm.recurrent and arch not in (None, "lstm"):
@@ -507,7 +508,54 @@ def _cross_checks(
             True,
         )
     _check_hpo(algorithm, built, raw, errors)
+    _check_multi_agent_encoder(algorithm, network, errors)
     _check_quantization(algorithm, built, errors)
+
+
+def _check_normalization(algorithm: AlgorithmSpec, network: Any, errors: _Errors) -> None:
+    """``network.normalize_observations`` acts on the mlp encoders of single-agent algorithms
+    (the network spec refuses the other encoders): refuse it where the network is built
+    another way (multi-agent) or is recurrent (an lstm encoder inferred for recurrent PPO)."""
+    per_group = getattr(algorithm, "net_config", None)
+    sections = [network, *(per_group.values() if isinstance(per_group, dict) else [])]
+    if not any(getattr(s, "normalize_observations", False) for s in sections):
+        return
+    if isinstance(algorithm, MultiAgentAlgorithmSpec):
+        reason = f"{algorithm.name} builds its networks per agent group without it"
+    elif isinstance(algorithm, PPOSpec) and algorithm.recurrent:
+        reason = "a recurrent PPO policy does not normalise observations"
+    else:
+        return
+    errors.add(
+        ("network", "normalize_observations"),
+        f"{reason}; remove network.normalize_observations",
+        True,
+    )
+
+
+def _check_multi_agent_encoder(algorithm: AlgorithmSpec, network: Any, errors: _Errors) -> None:
+    """Multi-agent networks are MLPs on flattened observations; IPPO's may be a CNN over
+    each agent's own image (not with ``shared_critic_input``, whose critic reads every
+    agent's observations concatenated)."""
+    if not isinstance(algorithm, MultiAgentAlgorithmSpec):
+        return
+    per_group = getattr(algorithm, "net_config", None)
+    sections = [network, *(per_group.values() if isinstance(per_group, dict) else [])]
+    for arch in {getattr(section, "arch", None) for section in sections} - {None, "mlp"}:
+        cnn_ok = algorithm.name == "IPPO" and not getattr(algorithm, "shared_critic_input", False)
+        if arch == "cnn" and cnn_ok:
+            continue
+        why = (
+            "with shared_critic_input: true (set it false for a CNN critic per agent)"
+            if arch == "cnn" and algorithm.name == "IPPO"
+            else "(IPPO also takes arch: cnn on image observations)"
+        )
+        errors.add(
+            ("network", "encoder_config", "arch"),
+            f"{algorithm.name} builds MLP networks on flattened observations, not {arch!r} ones "
+            f"{why}; use network=mlp (or leave arch unset)",
+            arch,
+        )
 
 
 def _check_quantization(algorithm: AlgorithmSpec, built: dict[str, Any], errors: _Errors) -> None:

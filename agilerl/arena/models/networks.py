@@ -196,6 +196,16 @@ def infer_arch(encoder_config: dict[str, Any]) -> str | None:
     return None
 
 
+_NORMALIZE_REFUSALS = {
+    "simba": "the SimBa encoder normalises its observations already",
+    "cnn": "a cnn encoder reads images, which algorithm.normalize_images scales to [0, 1]",
+    "multiinput": "Dict and Tuple observations (arch multiinput) are not normalised",
+    "lstm": "a recurrent (lstm) policy does not normalise observations (the padding of its "
+    "BPTT sequences would enter the statistics)",
+}
+"""Encoders ``normalize_observations`` cannot act on, and why."""
+
+
 class NetworkSpec(StrictModel):
     """An RL network: an encoder (chosen by ``arch``) feeding an MLP head.
 
@@ -215,6 +225,12 @@ class NetworkSpec(StrictModel):
     random_seed: int | None = Field(None, description="Seed for network initialisation.")
     simba: bool = Field(False, description="Use a SimBa encoder (set when arch is simba).")
     squash_output: bool = Field(False, description="Squash continuous actions with tanh.")
+    normalize_observations: bool = Field(
+        False,
+        description="Normalise flat vector observations by their running mean and variance "
+        "(fit on the batches the agent learns from, frozen when acting and evaluating, "
+        "clipped to +-10, saved with the weights); mlp encoders of single-agent algorithms.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -246,6 +262,12 @@ class NetworkSpec(StrictModel):
         _check_bounds("latent_dim", self.min_latent_dim, self.max_latent_dim, self.latent_dim)
         if isinstance(self.encoder_config, SimbaSpec) and not self.simba:
             object.__setattr__(self, "simba", True)
+        if self.normalize_observations:
+            refusal = _NORMALIZE_REFUSALS.get("simba" if self.simba else self.arch)
+            if refusal is not None:
+                raise ValueError(
+                    f"normalize_observations: {refusal}; remove network.normalize_observations"
+                )
         return self
 
     @property

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agilerl.arena.models.errors import ConfigError, Problem
+from agilerl.arena.models.images import KNOWN_GYM_MODULES
 
 TRUST_HINT = "trust_code=true (train.py), --trust-code (agilerl) or LocalTrainer(trust_code=True)"
 KNOWN_PETTINGZOO_PACKAGES = ("pettingzoo.", "mpe2.")
@@ -50,8 +51,8 @@ def code_fields(environment: Any) -> list[CodeField]:
     if path:
         found.append(CodeField("environment.path", path, "added to sys.path"))
     name = getattr(environment, "name", None)
-    if env_type in ("gym", "offline") and isinstance(name, str) and ":" in name:
-        module = name.split(":", 1)[0]
+    module = name.split(":", 1)[0] if isinstance(name, str) and ":" in name else None
+    if env_type in ("gym", "offline") and module and module not in KNOWN_GYM_MODULES:
         found.append(CodeField("environment.name", name, f"gymnasium imports module {module!r}"))
     known = isinstance(name, str) and name.startswith(KNOWN_PETTINGZOO_PACKAGES)
     if env_type == "pettingzoo" and isinstance(name, str) and not known:

@@ -2,10 +2,12 @@
 
 One loop for every rollout regime; single-turn reasoning is ``max_turns=1``.
 A *step* is one round: ``batch_size`` prompts, ``group_size`` episodes each,
-one :meth:`learn` call. Every ``evaluation_interval`` rounds each member
-completes the held-out prompts greedily (``eval_greedy``) and reports the
-mean reward and pass rate (reward at least ``max_reward``); the mean reward
-is its fitness. Evolution, checkpoints and ``metrics.csv`` are the engine's
+one :meth:`learn` call (GRPO's dynamic sampling may first generate extra
+rounds of other prompts to replace groups that all scored alike). Every
+``evaluation_interval`` rounds each member completes the held-out prompts
+greedily (``eval_greedy``) and reports the mean reward and pass rate (reward
+at least ``max_reward``); the mean reward is its fitness. Evolution,
+checkpoints and ``metrics.csv`` are the engine's
 (:func:`~agilerl.training.engine.run_population`). The run directory also
 gets ``rewards.csv`` (the training reward of every member's every round) and
 ``samples/step_<n>_agent_<i>.jsonl`` (held-out completions of each evaluation).
@@ -51,6 +53,10 @@ from agilerl.training.run_context import RunContext
 
 NO_SIGNAL_ROUNDS = 5
 """Rounds in a row without reward variance in any group before the run says so."""
+REFILL_SEED_STRIDE = 1_000_003
+"""Seed offset of each extra prompt stream of dynamic sampling (GRPO's
+``dynamic_sampling_max_rounds``): extra round ``k`` of round ``r`` takes the ``r``-th
+batch of the order seeded ``seed + k * REFILL_SEED_STRIDE``."""
 
 
 def evaluate_agent(
@@ -216,11 +222,19 @@ class RolloutMembers(LLMMembers):
             self.stopped_early.add(slot)
             raise
 
+    def rows(self, round_: int, extra: int = 0) -> list[dict[str, Any]]:
+        """This process's prompts of round ``round_`` (``extra`` > 0: of that extra round of
+        dynamic sampling, from a prompt order of its own)."""
+        seed = self.seed + extra * REFILL_SEED_STRIDE
+        return distributed.shard(self.env.batch(round_, self.batch_size, seed))
+
     def generate(self, slot: int, agent: Any, round_: int) -> tuple[list[Sample], int | None]:
         """Round ``round_``'s samples and the weight version that generated them (colocated:
-        :meth:`rollout`, which publishes a due adapter)."""
-        batch = distributed.shard(self.env.batch(round_, self.batch_size, self.seed))
-        samples = agent.rollout(self.env, batch)
+        :meth:`rollout`, which publishes a due adapter; dynamic sampling may add rounds)."""
+        samples = agent.rollout(self.env, self.rows(round_))
+        samples = agent.fill_groups(
+            samples, lambda k: agent.rollout(self.env, self.rows(round_, k))
+        )
         generator = agent.generator
         return samples, None if generator is None else generator.versions.get(slot, 0)
 
@@ -228,11 +242,14 @@ class RolloutMembers(LLMMembers):
         """Generate round ``round_`` with the served adapter (thread-safe: no model use)."""
         generator = agent.generator
         generator.begin(slot, round_)
-        batch = distributed.shard(self.env.batch(round_, self.batch_size, self.seed))
-        return collect(
-            agent.actor, agent.tokenizer, self.env, batch, group_size=agent.group_size,
-            settings=agent.sampling(), generator=generator,
-        )  # fmt: skip
+
+        def play(extra: int) -> list[Sample]:
+            return collect(
+                agent.actor, agent.tokenizer, self.env, self.rows(round_, extra),
+                group_size=agent.group_size, settings=agent.sampling(), generator=generator,
+            )  # fmt: skip
+
+        return agent.fill_groups(play(0), play)
 
     def learn(
         self, agent: Any, samples: list[Sample], version: int | None, rollout_seconds: float

@@ -164,11 +164,10 @@ class LLMAlgorithmSpec(AlgorithmSpec):
         "true to cut activation memory instead",
         "moe_lora_recompute": "MoE LoRA recomputation is not offered; remove "
         "algorithm.moe_lora_recompute",
-        "use_sequence_packing": "rows are padded, not packed; remove "
-        "algorithm.use_sequence_packing (algorithm.micro_batch_size_per_gpu bounds memory)",
+        "use_sequence_packing": "rollout samples are padded, not packed (packing acts on SFT "
+        "and DPO); remove algorithm.use_sequence_packing (algorithm.chunk_rows or "
+        "algorithm.micro_batch_size_per_gpu bounds memory)",
         "lora_target_scope": "choose the adapted modules with network.lora_config.target_modules",
-        "chunk_rows": "log-probs are computed a micro-batch at a time; set "
-        "algorithm.micro_batch_size_per_gpu to bound their memory",
         "thinking_token_budget": "generation has no thinking budget; cap it with "
         "algorithm.max_output_tokens",
         "constrain_answer_pattern": "generation is not constrained to a pattern; score the "
@@ -213,10 +212,20 @@ class LLMAlgorithmSpec(AlgorithmSpec):
     activation_offload: bool = Field(False, description="Offload activations to CPU.")
     moe_lora_recompute: bool | None = Field(None, description="Recompute MoE LoRA activations.")
     use_sequence_packing: bool = Field(
-        False, description="Pack sequences; needs flash_attention_2 or flex_attention."
+        False,
+        description="SFT and DPO: lay a micro-batch's sequences end to end in rows as wide as "
+        "its longest (a preference pair in one row), position ids restarting per sequence so "
+        "attention stays within it: the same loss with fewer padded positions. Refused by "
+        "rollout algorithms.",
     )
     lora_target_scope: str | None = Field(None, description="Restrict LoRA to a module scope.")
-    chunk_rows: int | None = Field(None, ge=1, description="Rows per log-prob chunk.")
+    chunk_rows: int | None = Field(
+        None,
+        ge=1,
+        description="Rows per forward pass wherever log-probs are computed (micro-batches, "
+        "reference and old-policy passes, packed rows): the same values and gradients with a "
+        "smaller peak; null runs each batch at once.",
+    )
     attn_implementation: str | None = Field(
         None, description="Attention kernel: sdpa, eager, flash_attention_2, flex_attention."
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from agilerl.arena.models.algorithms.base import LLMAlgorithmSpec
 from agilerl.arena.models.mutable import mutable_field
@@ -15,12 +15,12 @@ class DatasetLLMSpec(LLMAlgorithmSpec):
     """LLM algorithms trained teacher-forced over dataset rows (DPO, SFT)."""
 
     env_type: ClassVar[str] = "dataset"
-
-    @model_validator(mode="after")
-    def _no_packing(self) -> DatasetLLMSpec:
-        if self.use_sequence_packing:
-            raise ValueError(f"{self.name} does not support use_sequence_packing")
-        return self
+    # Dataset rows can be packed (agilerl.llm.packing); rollout samples cannot.
+    refused_fields: ClassVar[dict[str, str]] = {
+        name: instead
+        for name, instead in LLMAlgorithmSpec.refused_fields.items()
+        if name != "use_sequence_packing"
+    }
 
 
 @register()

@@ -68,6 +68,12 @@ class PPOSpec(SingleAgentAlgorithmSpec):
     )  # fmt: skip
     share_encoders: bool = Field(False, description="Actor and critic share one encoder.")
     normalize_advantages: bool = Field(True, description="Standardise advantages per minibatch.")
+    normalize_rewards: bool = Field(
+        False,
+        description="Divide rewards by the running standard deviation of the discounted "
+        "return (clipped to +-10), as SB3's VecNormalize(norm_reward=True); the statistics "
+        "are saved with the agent. Reported returns stay the env's.",
+    )
     value_clip_coef: float | None = Field(
         None, ge=0.0, description="Clip the value update around the rollout values; null: off."
     )
