@@ -37,12 +37,11 @@ from agilerl.llm.model import (
     copy_adapter,
     enable_gradient_checkpointing,
     load_causal_lm,
-    packed_logprobs,
     reference_policy,
     seed_everything,
     sequence_logprobs,
 )
-from agilerl.llm.packing import check_packing_isolates, padded_positions
+from agilerl.llm.packing import check_packing_isolates, packed_logprobs, padded_positions
 
 CHECKPOINT_FORMAT = "agilerl.llm_dataset"
 CHECKPOINT_VERSION = 1

@@ -291,9 +291,9 @@ def sequence_logprobs(
         ``mask`` is 0.
     """
     targets_mask = loss_mask[:, 1:]
-    first = _first_target(targets_mask)
+    first = first_target(targets_mask)
     positions = position_ids_from_mask(attention_mask) if position_ids else None
-    logps = _chunked_target_logps(
+    logps = target_logps_by_rows(
         model, input_ids, attention_mask, positions, first, fp32=fp32, fused=fused,
         chunk_rows=chunk_rows,
     )  # fmt: skip
@@ -301,47 +301,13 @@ def sequence_logprobs(
     return logps * mask, mask
 
 
-def packed_logprobs(
-    model: Any,
-    batch: dict[str, torch.Tensor],
-    *,
-    fp32: bool = True,
-    fused: bool = False,
-    chunk_rows: int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-token log-probabilities of each sequence in a packed batch.
-
-    Args:
-        model: Causal LM that reads restarting position ids as sequence boundaries.
-        batch: :func:`~agilerl.llm.packing.pack_rows` output (on the model's device).
-        fp32: Compute the log-softmax in float32.
-        fused: As in :func:`sequence_logprobs`.
-        chunk_rows: Packed rows per forward pass (``None``: all at once).
-
-    Returns:
-        ``(token_logps, mask)``, both ``(N, L)``: sequence ``i``'s targets from its
-        second token on; ``token_logps`` is 0 where ``mask`` (its loss mask) is 0.
-    """
-    input_ids, positions = batch["input_ids"], batch["position_ids"]
-    targets_mask = batch["loss_mask"][:, 1:]
-    first = _first_target(targets_mask)
-    # no 2-D mask: the restarting positions are the sequence boundaries
-    logps = _chunked_target_logps(
-        model, input_ids, None, positions, first, fp32=fp32, fused=fused, chunk_rows=chunk_rows
-    )
-    rows, columns = batch["seq_row"], batch["seq_col"]
-    mask = (targets_mask[rows, columns].bool() & batch["seq_valid"]).to(logps.dtype)
-    # every column before ``first`` is outside each loss mask
-    return logps[rows, (columns - first).clamp(min=0)] * mask, mask
-
-
-def _first_target(targets_mask: torch.Tensor) -> int:
+def first_target(targets_mask: torch.Tensor) -> int:
     """The first target column any row's loss mask selects (0 when none does)."""
     wanted = targets_mask.any(0).nonzero()
     return int(wanted[0]) if len(wanted) else 0
 
 
-def _chunked_target_logps(
+def target_logps_by_rows(
     model: Any,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor | None,
@@ -352,7 +318,8 @@ def _chunked_target_logps(
     fused: bool,
     chunk_rows: int | None,
 ) -> torch.Tensor:
-    """:func:`_target_logps` over ``chunk_rows`` rows at a time, joined."""
+    """``(B, T - 1 - first)`` log-probs of ``input_ids[:, 1 + first:]``, the model run on
+    ``chunk_rows`` rows at a time (all at once when ``None``)."""
 
     def rows_of(tensor: torch.Tensor | None, rows: slice) -> torch.Tensor | None:
         return None if tensor is None else tensor[rows]

@@ -7,16 +7,17 @@ together, so the forward pass computes fewer padding positions
 together: one sequence for SFT, a preference pair (chosen then rejected, in one
 packed row) for DPO, which always fits. The cap bounds attention: without a
 variable-length kernel (a CPU's sdpa) each token's scores span its whole packed
-row, so rows wider than that cost more attention than the padding they save.
+row, so wider rows add attention work faster than they remove padding.
 
 Attention stays within each sequence through its position ids alone: they
 restart at 0 at every sequence's first token and no 2-D attention mask is
 passed, which transformers reads as packed sequences and turns into a
-block-diagonal causal mask (sdpa, eager, flex attention; flash attention's
-variable-length kernel on a GPU). A packed row's padded tail restarts its
-positions too, so it is a block of its own. Each sequence therefore gets the
-logits it gets alone; :func:`check_packing_isolates` verifies this once per
-model, since a model that builds its own mask could ignore the restarts.
+block-diagonal causal mask (sdpa, eager and flex attention; flash attention
+reads the restarts as variable-length sequences). A packed row's padded tail
+restarts its positions too, so it is a block of its own. Each sequence therefore
+gets the logits it gets alone; :func:`check_packing_isolates` verifies this once
+per model (and attention implementation), since a model that builds its own mask
+could ignore the restarts.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from typing import Any
 import torch
 
 from agilerl.arena.models.errors import ConfigError, Problem
+from agilerl.llm.fused_logps import head_logps
+from agilerl.llm.model import _takes_logits_to_keep, first_target, target_logps_by_rows
+from agilerl.llm.row_chunks import row_slices
 
 
 def balanced_bins(sizes: list[int], capacity: int) -> list[list[int]]:
@@ -131,6 +135,66 @@ def pack_rows(
         "seq_col": torch.where(valid, seq_start[:, None] + offsets, 0),
         "seq_valid": valid,
     }
+
+
+def packed_logprobs(
+    model: Any,
+    batch: dict[str, torch.Tensor],
+    *,
+    fp32: bool = True,
+    fused: bool = False,
+    chunk_rows: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token log-probabilities of each sequence in a packed batch.
+
+    Fused, the language-model head runs only on the positions that predict a
+    loss-mask token (each packed row also holds prompts and other sequences);
+    otherwise the log-probs come from the model's logits, as in
+    :func:`~agilerl.llm.model.sequence_logprobs`.
+
+    Args:
+        model: Causal LM that reads restarting position ids as sequence boundaries.
+        batch: :func:`pack_rows` output (on the model's device).
+        fp32: Compute the log-softmax in float32.
+        fused: Log-probs from the hidden states (:func:`~agilerl.llm.fused_logps.head_logps`).
+        chunk_rows: Packed rows per forward pass (``None``: all at once).
+
+    Returns:
+        ``(token_logps, mask)``, both ``(N, L)``: sequence ``i``'s targets from its
+        second token on; ``token_logps`` is 0 where ``mask`` (its loss mask) is 0.
+    """
+    input_ids, positions = batch["input_ids"], batch["position_ids"]
+    targets_mask = batch["loss_mask"][:, 1:]
+    rows, columns = batch["seq_row"], batch["seq_col"]
+    wanted = targets_mask[rows, columns].bool() & batch["seq_valid"]
+    if not fused:
+        first = first_target(targets_mask)
+        # no 2-D mask: the restarting positions are the sequence boundaries
+        logps = target_logps_by_rows(
+            model, input_ids, None, positions, first, fp32=fp32, fused=False, chunk_rows=chunk_rows
+        )
+        mask = wanted.to(logps.dtype)
+        # every column before ``first`` is outside each loss mask
+        return logps[rows, (columns - first).clamp(min=0)] * mask, mask
+    entries, values = [], []
+    for part in row_slices(input_ids.shape[0], chunk_rows):
+        out = model(
+            input_ids=input_ids[part],
+            position_ids=positions[part],
+            use_cache=False,
+            output_hidden_states=True,
+            **({"logits_to_keep": 1} if _takes_logits_to_keep(model) else {}),
+        )
+        here = wanted & (rows >= part.start) & (rows < part.stop)
+        row, column = rows[here], columns[here]
+        hidden = out.hidden_states[-1][row - part.start, column]  # predicts token column + 1
+        targets = input_ids[:, 1:][row, column]
+        values.append(head_logps(model, hidden[None], targets[None], fp32=fp32)[0])
+        entries.append(here.nonzero())
+    index = torch.cat(entries)
+    logps = torch.zeros(wanted.shape, dtype=values[0].dtype, device=input_ids.device)
+    logps = logps.index_put((index[:, 0], index[:, 1]), torch.cat(values))
+    return logps, wanted.to(logps.dtype)
 
 
 def padded_positions(batch: dict[str, torch.Tensor]) -> tuple[int, int]:

@@ -168,7 +168,7 @@ def write(out: Path, model: str, sections: dict[str, str]) -> None:
         "",
     ]
     body = [kept[name].rstrip("\n") + "\n" for name in GROUPS if name in kept]
-    out.write_text("\n".join(header) + "\n".join(body))
+    out.write_text("\n".join([*header, *body]))
 
 
 def main() -> None:

@@ -15,6 +15,11 @@ def test_dataset_algorithms_take_packing_and_row_chunks(name: str) -> None:
     assert "use_sequence_packing" not in type(spec).refused_fields
 
 
+def test_packing_needs_position_ids() -> None:
+    with pytest.raises(ValidationError, match="calc_position_embeddings"):
+        MANIFEST_REGISTRY.create("SFT", use_sequence_packing=True, calc_position_embeddings=False)
+
+
 @pytest.mark.parametrize("name", ["GRPO", "LLMPPO", "LLMREINFORCE"])
 def test_rollout_algorithms_take_row_chunks_and_refuse_packing(name: str) -> None:
     base = {"group_size": 2} if name == "GRPO" else {}

@@ -18,7 +18,11 @@ import torch
 
 
 def run(
-    model_dir: str, samples_file: str, updates: int = 4, fsdp: bool = False
+    model_dir: str,
+    samples_file: str,
+    updates: int = 4,
+    fsdp: bool = False,
+    chunk_rows: int | None = None,
 ) -> tuple[list[float], list[float]]:
     """Loss curve and per-tensor sums after ``updates`` learn() calls on the saved samples."""
     from agilerl.arena.models.algorithms import GRPOSpec
@@ -47,6 +51,7 @@ def run(
         gradient_checkpointing=False,
         max_grad_norm=1.0,
         seed=0,
+        chunk_rows=chunk_rows,
     )
     agent = LLMBuilder.build(spec, tokenizer=load_tokenizer(model_dir, padding_side="left"))
     if fsdp:
@@ -71,7 +76,10 @@ if __name__ == "__main__":
     from agilerl.llm import distributed
 
     distributed.init_from_env("gloo")
-    losses, sums = run(sys.argv[1], sys.argv[2], fsdp="--fsdp" in sys.argv)
+    chunks = [int(a.split("=")[1]) for a in sys.argv if a.startswith("--chunk-rows=")]
+    losses, sums = run(
+        sys.argv[1], sys.argv[2], fsdp="--fsdp" in sys.argv, chunk_rows=(chunks or [None])[0]
+    )
     if distributed.rank() == 0:
         with open(sys.argv[3], "w") as handle:
             json.dump(

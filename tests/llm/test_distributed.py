@@ -25,11 +25,12 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.mark.parametrize("mode", ["replicated", "fsdp"])
+@pytest.mark.parametrize("mode", ["replicated", "fsdp", "fsdp_chunk_rows"])
 def test_two_processes_match_one(
     make_rollout_spec, digit_env, left_tokenizer, tiny_model_dir, tmp_path: Path, mode: str
 ) -> None:
-    """Replicated adapters with summed gradients, or FSDP2 ``fully_shard`` on gloo."""
+    """Replicated adapters with summed gradients, or FSDP2 ``fully_shard`` on gloo (also
+    with ``chunk_rows``: several forwards of a sharded model before one backward)."""
     from agilerl.builders.llm import LLMBuilder
 
     sys.path.insert(0, str(HERE))
@@ -58,7 +59,8 @@ def test_two_processes_match_one(
             str(tiny_model_dir),
             str(samples_file),
             str(out),
-            *(["--fsdp"] if mode == "fsdp" else []),
+            *(["--fsdp"] if mode.startswith("fsdp") else []),
+            *(["--chunk-rows=3"] if mode == "fsdp_chunk_rows" else []),
         ],
         check=True,
         env=env,
@@ -66,7 +68,7 @@ def test_two_processes_match_one(
         timeout=300,
     )
     two = json.loads(out.read_text())
-    assert two["world"] == 2 and two["sharded"] == (mode == "fsdp")
+    assert two["world"] == 2 and two["sharded"] == mode.startswith("fsdp")
     assert len(set(one_losses)) > 1  # the curve moves
     assert two["losses"] == pytest.approx(one_losses, abs=1e-5, rel=1e-4)
     assert two["sums"] == pytest.approx(one_sums, abs=1e-4, rel=1e-4)

@@ -9,8 +9,14 @@ import torch
 
 from agilerl.arena.models.errors import ConfigError
 from agilerl.builders.llm import LLMBuilder
-from agilerl.llm.model import packed_logprobs, sequence_logprobs
-from agilerl.llm.packing import balanced_bins, check_packing_isolates, pack_rows, padded_positions
+from agilerl.llm.model import sequence_logprobs
+from agilerl.llm.packing import (
+    balanced_bins,
+    check_packing_isolates,
+    pack_rows,
+    packed_logprobs,
+    padded_positions,
+)
 
 pytestmark = pytest.mark.llm
 

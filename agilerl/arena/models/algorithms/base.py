@@ -213,10 +213,10 @@ class LLMAlgorithmSpec(AlgorithmSpec):
     moe_lora_recompute: bool | None = Field(None, description="Recompute MoE LoRA activations.")
     use_sequence_packing: bool = Field(
         False,
-        description="SFT and DPO: lay a micro-batch's sequences end to end in rows as wide as "
-        "its longest (a preference pair in one row), position ids restarting per sequence so "
-        "attention stays within it: the same loss with fewer padded positions. Refused by "
-        "rollout algorithms.",
+        description="SFT and DPO: lay a micro-batch's sequences end to end in rows of at most "
+        "twice its longest (a preference pair in one row), position ids restarting per "
+        "sequence so attention stays within it: the same loss with fewer padded positions. "
+        "Refused by rollout algorithms.",
     )
     lora_target_scope: str | None = Field(None, description="Restrict LoRA to a module scope.")
     chunk_rows: int | None = Field(

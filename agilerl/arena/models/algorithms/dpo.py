@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from agilerl.arena.models.algorithms.base import LLMAlgorithmSpec
 from agilerl.arena.models.mutable import mutable_field
@@ -21,6 +21,15 @@ class DatasetLLMSpec(LLMAlgorithmSpec):
         for name, instead in LLMAlgorithmSpec.refused_fields.items()
         if name != "use_sequence_packing"
     }
+
+    @model_validator(mode="after")
+    def _packing_needs_positions(self) -> DatasetLLMSpec:
+        if self.use_sequence_packing and not self.calc_position_embeddings:
+            raise ValueError(
+                "use_sequence_packing keeps packed rows apart through their position ids; "
+                "remove calc_position_embeddings: false"
+            )
+        return self
 
 
 @register()
