@@ -101,6 +101,11 @@ ROWS: tuple[Row, ...] = (
     Row("sac_pendulum", "single_agent", ("algorithm=sac", "env=pendulum"), "return", -200,
         baseline=("random", "Pendulum-v1"),
         peer=f"SB3 SAC -157.0 ± 88.7 after 20k steps [{RL_ZOO}]"),
+    Row("ppo_minatar_breakout", "single_agent", ("algorithm=ppo", "env=minatar_breakout"),
+        "points a game", 4.0, baseline=("random", "MinAtar/Breakout-v1")),
+    Row("dqn_minatar_breakout", "single_agent",
+        ("algorithm=dqn", "env=minatar_breakout", "training.max_steps=50000"),
+        "points a game", 4.0, baseline=("random", "MinAtar/Breakout-v1")),
     Row("ippo_speaker_listener", "multi_agent", ("experiment=ippo_speaker_listener",),
         "return summed over agents", -30, baseline=MPE_SL),
     Row("matd3_speaker_listener", "multi_agent", ("experiment=matd3_speaker_listener",),
@@ -194,7 +199,9 @@ def read_run(row: Row, run_dir: Path) -> SeedResult:
 RANDOM_GYM = """
 import sys, gymnasium as gym, numpy as np
 import agilerl.envs.cartpole_novel as novel
+from agilerl.envs.images import register_family
 novel.register()
+register_family(sys.argv[1])
 env, returns = gym.make(sys.argv[1]), []
 for seed in range(int(sys.argv[2])):
     env.reset(seed=seed); env.action_space.seed(seed); total, done = 0.0, False
