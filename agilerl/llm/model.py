@@ -8,6 +8,9 @@ trainable adapter's initial weights (``use_separate_reference_adapter``).
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import gc
 import inspect
 import random
 import warnings
@@ -130,10 +133,41 @@ def load_causal_lm(
             # every earlier adapter); evaluation and training take the autograd path.
             if hasattr(module, "support_avx512bf16_for_cpu"):
                 module.support_avx512bf16_for_cpu = False
+        release_checkpoint_map(model)
         # freezes the quantized base and keeps the other weights in float32; gradient
         # checkpointing stays the algorithm's own choice
         return prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
     return model.to(device)
+
+
+def release_checkpoint_map(model: Any) -> None:
+    """Give a quantized model's full-precision tensors their own memory.
+
+    Quantizing reads every weight of the checkpoint through its memory map, and
+    the tensors left unquantized (embeddings, norms) still point into that map,
+    which keeps the whole file resident: on SmolLM2-135M, 520 MiB of page cache
+    counted in the process's memory for 113 MiB of tensors. Copying them lets
+    the map go, and the heap the load freed is handed back to the system.
+    """
+    with torch.no_grad():
+        for module in model.modules():
+            for _, param in module.named_parameters(recurse=False):
+                if not type(param).__module__.startswith("bitsandbytes"):
+                    param.data = param.data.clone()
+            for name, buffer in module.named_buffers(recurse=False):
+                if buffer is not None:
+                    module._buffers[name] = buffer.clone()
+    gc.collect()
+    trim_heap()
+
+
+def trim_heap() -> None:
+    """Return the heap's free pages to the system (glibc ``malloc_trim``; elsewhere nothing)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def add_lora(
@@ -239,6 +273,69 @@ def enable_gradient_checkpointing(model: Any) -> None:
     if hasattr(model, "enable_input_require_grads"):
         model.enable_input_require_grads()
     model.config.use_cache = False
+
+
+def select_checkpointed_blocks(
+    layers: list[Any],
+    layer_types: list[str] | None,
+    *,
+    skip_types: list[str],
+    every_n: int,
+    field: str = "algorithm.fsdp",
+) -> list[int]:
+    """Keep activation checkpointing on only some decoder blocks; returns their indices.
+
+    A block's kinds are its class name (e.g. ``LlamaDecoderLayer``) and, where the model
+    config lists ``layer_types``, its entry there (e.g. ``sliding_attention``). Blocks of a
+    kind in ``skip_types`` run without checkpointing; of the rest, the first and then one in
+    every ``every_n`` keep it (blocks 0, n, 2n, ... of the rest). Needs checkpointing already
+    on (:func:`enable_gradient_checkpointing`).
+
+    Args:
+        layers: The decoder blocks (transformers ``GradientCheckpointingLayer``s).
+        layer_types: ``config.layer_types`` (one kind per block) or ``None``.
+        skip_types: Kinds left out of checkpointing.
+        every_n: Checkpoint one in every ``every_n`` blocks not skipped.
+        field: Manifest section named in errors.
+
+    Raises:
+        ConfigError: When checkpointing is off, or a kind in ``skip_types`` matches no block.
+    """
+    from agilerl.arena.models.errors import ConfigError, Problem
+
+    if not any(getattr(layer, "gradient_checkpointing", False) for layer in layers):
+        raise ConfigError(
+            [
+                Problem(
+                    f"{field}.checkpoint_skip_layer_types"
+                    if skip_types
+                    else f"{field}.checkpoint_every_n_blocks",
+                    "selects which blocks activation checkpointing recomputes, and "
+                    "algorithm.gradient_checkpointing is false: set it to true, or remove "
+                    "the setting",
+                )
+            ]
+        )
+    kinds = [
+        {type(layer).__name__} | ({layer_types[i]} if layer_types else set())
+        for i, layer in enumerate(layers)
+    ]
+    known = set().union(*kinds)
+    unknown = [kind for kind in skip_types if kind not in known]
+    if unknown:
+        raise ConfigError(
+            [
+                Problem(
+                    f"{field}.checkpoint_skip_layer_types",
+                    f"{unknown} match no block of this model; its block kinds are {sorted(known)}",
+                )
+            ]
+        )
+    kept = [i for i, kind in enumerate(kinds) if not kind & set(skip_types)]
+    chosen = kept[::every_n]
+    for i, layer in enumerate(layers):
+        layer.gradient_checkpointing = i in chosen
+    return chosen
 
 
 def left_pad(sequences: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
