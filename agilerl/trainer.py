@@ -436,8 +436,6 @@ class LocalTrainer:
             result = loop(
                 population,
                 envs.env,
-                max_steps=training.max_steps,
-                evo_steps=training.evo_steps,
                 env_factory=envs.factory,
                 run=context,
                 **kwargs,

@@ -19,6 +19,7 @@ EXTRA_PACKAGES: dict[str, tuple[str, ...]] = {
     "llm": ("transformers", "peft"),
     "export": ("onnx", "onnxscript", "onnxruntime"),
     "atari": ("ale_py", "minatar", "cv2"),
+    "gem": ("gem",),
 }
 """Extra -> the packages its tests import (see pyproject.toml)."""
 
@@ -44,6 +45,7 @@ CASES: dict[str, re.Pattern[str]] = {
     "llm": re.compile(r"make_tiny_llm|\b(GRPO|GSPO|CISPO|SFT|DPO|LLMPPO|LLMREINFORCE)\b"),
     "export": re.compile(r"\bonnx\b"),
     "atari": re.compile(r"train\.py .*env=(pong|breakout|minatar_)"),  # README runs of them
+    "gem": re.compile(r"gem_"),
 }
 """Extra -> a pattern of the parametrization ids (algorithm, preset, command) that need it."""
 

@@ -384,6 +384,9 @@ CASES: dict[str, Case] = {
     "python scripts/make_tiny_llm.py && python train.py experiment=grpo_digits": Case(
         expect=["GRPO on data/digits.jsonl", *RUN_END], marks=SLOW, in_repo=True
     ),
+    "python scripts/make_tiny_llm.py && python train.py experiment=grpo_gem_guess_number": Case(
+        expect=["GRPO on gem:game:GuessTheNumber-v0-easy", *RUN_END], marks=SLOW, in_repo=True
+    ),
     "python scripts/bench/bandits.py": Case(marks=SLOW),
     "python scripts/bench/cqn_vs_d3rlpy.py": Case(
         skip="creates its own virtualenv with d3rlpy from the package index"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -10,7 +10,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from agilerl.algorithms.core.off_policy import OffPolicyAlgorithm, soft_update
+from agilerl.algorithms.core.off_policy import Batch, OffPolicyAlgorithm, soft_update
 from agilerl.arena.models.algorithms.ddpg import DDPGSpec
 from agilerl.components.noise import ExplorationNoise, make_noise
 from agilerl.networks.deterministic import ContinuousQNetwork, DeterministicActor
@@ -22,6 +22,62 @@ _NOISE_FIELDS = frozenset(
     {"vect_noise_dim", "O_U_noise", "expl_noise", "mean_noise", "theta", "dt"}
 )
 
+QFunction = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+"""``q(obs, normalised action) -> Q``: ``[B]`` for one agent, ``[N, B]`` for stacked members."""
+
+
+def ddpg_critic_loss(
+    critics: Sequence[QFunction],
+    target_critics: Sequence[QFunction],
+    target_action: Callable[[torch.Tensor], torch.Tensor],
+    batch: Batch,
+    action: torch.Tensor,
+    weights: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
+    """The critic objective of DDPG and TD3: ``sum_i mean((Q_i(s, a) - y)^2)``.
+
+    ``y = r + discount * min_i Q_i_target(s', target_action(s'))`` (no gradient).
+    Written once for one agent (``[B]`` batches, a scalar loss) and for stacked
+    members (``[N, B]`` batches, one loss per member: the members' rows never
+    mix, so the gradient of the sum is each member's own).
+
+    Args:
+        critics: The online critics.
+        target_critics: The target critics.
+        target_action: The target policy's (normalised, possibly smoothed) action at ``s'``.
+        batch: ``obs, reward, next_obs, discount`` (``discount = gamma^n (1 - done)``).
+        action: The batch's actions, normalised.
+        weights: Importance weights (same shape as ``batch.reward``), or ``None``.
+
+    Returns:
+        ``(loss, tds, q)``: the loss (mean over the last dimension), each critic's
+        TD errors ``Q_i - y`` and the first critic's ``Q``.
+    """
+    with torch.no_grad():
+        next_action = target_action(batch.next_obs)
+        next_q = torch.stack([t(batch.next_obs, next_action) for t in target_critics]).amin(dim=0)
+        y = batch.reward + batch.discount * next_q
+    qs = [critic(batch.obs, action) for critic in critics]
+    tds = [q - y for q in qs]
+    loss = sum(
+        td.square().mean(dim=-1) if weights is None else (td.square() * weights).mean(dim=-1)
+        for td in tds
+    )
+    return loss, tds, qs[0]
+
+
+def ddpg_actor_loss(
+    critic: QFunction, policy: Callable[[torch.Tensor], torch.Tensor], obs: torch.Tensor
+) -> torch.Tensor:
+    """The actor objective of DDPG and TD3: ``-mean Q_1(s, policy(s))`` (per member when stacked).
+
+    Args:
+        critic: The first online critic (its parameters take no gradient here).
+        policy: The online actor.
+        obs: Observations ``[B, ...]`` (or ``[N, B, ...]``).
+    """
+    return -critic(obs, policy(obs)).mean(dim=-1)
+
 
 class DDPG(OffPolicyAlgorithm):
     """DDPG: deterministic actor, Q critic(s), soft target networks.
@@ -31,7 +87,9 @@ class DDPG(OffPolicyAlgorithm):
     Q_i_target(s', a')`` and ``a' = actor_target(s')`` (smoothed by TD3); every
     ``policy_freq``-th call also takes an actor step on ``-Q_1(s, actor(s))``
     and moves all target networks towards the online ones by ``tau``. DDPG has
-    one critic, TD3 two.
+    one critic, TD3 two. The objectives are :func:`ddpg_critic_loss` and
+    :func:`ddpg_actor_loss`, which a batched population's
+    :class:`~agilerl.algorithms.batched.ddpg.DDPGGroup` calls too.
 
     Actions: the actor works in a normalised space (``[-1, 1]`` for a bounded
     Box, see :class:`DeterministicActor`); exploration noise (OU or Gaussian,
@@ -210,19 +268,15 @@ class DDPG(OffPolicyAlgorithm):
         w = self._weights(weights)
         action = self.actor.normalize_action(b.action)
         tape = GradTape()
-        with torch.no_grad():
-            next_action = self.target_action(b.next_obs, tape)
-            next_q = torch.stack(
-                [t.forward(b.next_obs, next_action, tape) for t in self._critic_targets]
-            ).amin(dim=0)
-            y = b.reward + b.discount * next_q
-        qs = [critic.forward(b.obs, action, tape) for critic in self._critics]
-        tds = [q - y for q in qs]
-        critic_loss = sum(
-            td.square().mean() if w is None else (td.square() * w).mean() for td in tds
+        critic_loss, tds, q = ddpg_critic_loss(
+            [lambda o, a, c=critic: c.forward(o, a, tape) for critic in self._critics],
+            [lambda o, a, t=target: t.forward(o, a, tape) for target in self._critic_targets],
+            lambda o: self.target_action(o, tape),
+            b,
+            action,
+            w,
         )
-
-        critic_value, q_mean = torch.stack([critic_loss.detach(), qs[0].detach().mean()]).tolist()
+        critic_value, q_mean = torch.stack([critic_loss.detach(), q.detach().mean()]).tolist()
         self._check_finite({"critic_loss": critic_value})
         self._step(self.critic_optimizer, tape, critic_loss)
         self.num_updates += 1
@@ -230,8 +284,11 @@ class DDPG(OffPolicyAlgorithm):
         actor_updated = self.num_updates % self.spec.policy_freq == 0
         if actor_updated:
             tape = GradTape()
-            policy_action = self.actor.forward(b.obs, tape)
-            actor_loss = -self._critics[0].forward(b.obs, policy_action, tape, params=False).mean()
+            actor_loss = ddpg_actor_loss(
+                lambda o, a: self._critics[0].forward(o, a, tape, params=False),
+                lambda o: self.actor.forward(o, tape),
+                b.obs,
+            )
             value = actor_loss.item()
             self._check_finite({"actor_loss": value})
             self._step(self.actor_optimizer, tape, actor_loss)

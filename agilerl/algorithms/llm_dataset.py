@@ -37,6 +37,7 @@ from agilerl.llm.model import (
     copy_adapter,
     enable_gradient_checkpointing,
     load_causal_lm,
+    offloaded_activations,
     reference_policy,
     seed_everything,
     sequence_logprobs,
@@ -90,6 +91,17 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
         if tokenizer is None:
             raise ValueError(f"{type(self).__name__} needs a tokenizer")
         self.tokenizer = tokenizer
+        if spec.activation_offload and self.device.type != "cuda":
+            raise ConfigError(
+                [
+                    Problem(
+                        "algorithm.activation_offload",
+                        f"needs a CUDA device (this run trains on {self.device}, where "
+                        "activations already sit in host memory); remove it and keep "
+                        "algorithm.gradient_checkpointing: true to cut activation memory",
+                    )
+                ]
+            )
         self.adapter_name = ACTOR_ADAPTER if index == 0 else f"agent_{index}"
         seed_everything(spec.seed + index)
         self.actor = actor_network if actor_network is not None else self._load_actor()
@@ -268,6 +280,9 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
         """What one micro-batch's loss is divided by (the mini-batch's ``norm`` here)."""
         return norm
 
+    def _before_micro_batch(self, last: bool) -> None:
+        """Called before each micro-batch's forward (``last``: the mini-batch's final one)."""
+
     def _norm(self, rows: list[TokenisedRow]) -> float:
         """What a mini-batch's loss is averaged over (rows here; tokens for SFT)."""
         return float(len(rows))
@@ -300,11 +315,13 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
                 norm = self._norm(mini_rows)
                 micro_batches = _chunks(mini_rows, micro)
                 self.optimizer.zero_grad(set_to_none=True)
-                for micro_rows, micro_ctx in zip(
-                    micro_batches, self._split(mini_ctx, micro), strict=False
+                for i, (micro_rows, micro_ctx) in enumerate(
+                    zip(micro_batches, self._split(mini_ctx, micro), strict=False)
                 ):
+                    self._before_micro_batch(last=i == len(micro_batches) - 1)
                     micro_norm = self._micro_norm(micro_rows, norm, len(micro_batches))
-                    loss, metrics = self.loss(micro_rows, env, micro_ctx, micro_norm)
+                    with offloaded_activations(spec.activation_offload):
+                        loss, metrics = self.loss(micro_rows, env, micro_ctx, micro_norm)
                     loss.backward()
                     for key, value in metrics.items():
                         totals[key] = totals.get(key, 0.0) + value

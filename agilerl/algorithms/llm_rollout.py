@@ -42,8 +42,10 @@ from agilerl.arena.models.algorithms import (
     LLMPPOSpec,
     LLMREINFORCESpec,
 )
+from agilerl.arena.models.fsdp import FSDPConfig
 from agilerl.components.advantages import gae_torch
 from agilerl.llm import distributed
+from agilerl.llm.constraints import GenerationControls
 from agilerl.llm.generation import SamplingSettings, generate, token_logps
 from agilerl.llm.importance import diverged_sequences, pooled_log_ratio
 from agilerl.llm.model import reference_policy
@@ -103,6 +105,11 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
             greedy=greedy,
             chunk_size=spec.hf_generate_chunk_size,
             max_model_len=spec.max_model_len,
+            controls=GenerationControls(
+                thinking_token_budget=spec.thinking_token_budget,
+                answer_pattern=spec.constrain_answer_pattern,
+                answer_continuation=spec.answer_continuation,
+            ),
         )
 
     def rollout(
@@ -287,10 +294,19 @@ class RolloutLLMAlgorithm(DatasetLLMAlgorithm):
         The optimizer is rebuilt over the sharded parameters. Only for a
         single agent (a population shares one base model).
         """
-        config = self.spec.fsdp
-        reshard = config.reshard_after_forward if config is not None else True
-        distributed.fully_shard_model(self.actor, reshard_after_forward=reshard)
+        config = self.spec.fsdp if self.spec.fsdp is not None else FSDPConfig()
+        distributed.fully_shard_model(self.actor, config)
         self.optimizer = self._make_optimizer()
+        if config.optim_cpu_offload:
+            distributed.offload_optimizer_state(self.optimizer)
+
+    def _before_micro_batch(self, last: bool) -> None:
+        """``fsdp.defer_grad_sync``: a sharded model reduce-scatters gradients only in the
+        backward of a mini-batch's last micro-batch."""
+        if not self._sharded():
+            return
+        config = self.spec.fsdp if self.spec.fsdp is not None else FSDPConfig()
+        distributed.set_gradient_sync(self.actor, last or not config.defer_grad_sync)
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
         """Named clones of the trainable tensors (gathered whole when sharded)."""

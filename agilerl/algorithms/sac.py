@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -11,7 +11,8 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from agilerl.algorithms.core.off_policy import OffPolicyAlgorithm, soft_update
+from agilerl.algorithms.core.off_policy import Batch, OffPolicyAlgorithm, soft_update
+from agilerl.algorithms.core.rng import restore_generator
 from agilerl.arena.models.algorithms.sac import SACSpec
 from agilerl.networks.deterministic import ContinuousQNetwork, critic_values
 from agilerl.networks.fastgrad import (
@@ -19,10 +20,81 @@ from agilerl.networks.fastgrad import (
     interleaved_parameters,
     joined_chain,
     pack_parameters,
+    run,
 )
 from agilerl.networks.optim import FlatAdam
 from agilerl.networks.spaces import make_obs_converter
-from agilerl.networks.squashed_gaussian import LOG_STD_MAX, LOG_STD_MIN, SquashedGaussianActor
+from agilerl.networks.squashed_gaussian import (
+    _SQUASHED_SAMPLE,
+    LOG_STD_MAX,
+    LOG_STD_MIN,
+    SquashedGaussianActor,
+)
+
+CriticValues = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+"""``critics(obs, normalised action) -> Q``: ``[num_critics, B]`` (``[num_critics, N, B]`` for
+stacked members)."""
+Sampler = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+"""``sample(obs) -> (action, log_prob)``: a reparameterised policy sample."""
+
+
+def sac_critic_loss(
+    critics: CriticValues,
+    target_critics: CriticValues,
+    sample: Sampler,
+    batch: Batch,
+    action: torch.Tensor,
+    alpha: float | torch.Tensor,
+    weights: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """SAC's critic objective: ``sum_i mean((Q_i(s, a) - y)^2)``.
+
+    ``y = r + discount * (min_i Q_i_target(s', a') - alpha log pi(a'|s'))`` with
+    ``a' ~ pi(.|s')`` (no gradient). Written once for one agent (``[B]``
+    batches, a scalar loss, a float ``alpha``) and for stacked members (``[N, B]``
+    batches, one loss per member, ``alpha`` a ``[N, 1]`` column).
+
+    Returns:
+        ``(loss, td, q)``: the loss, the TD errors ``[num_critics, ...]`` and the
+        first critic's ``Q``.
+    """
+    with torch.no_grad():
+        next_action, next_log_prob = sample(batch.next_obs)
+        next_q = target_critics(batch.next_obs, next_action).amin(0)
+        y = torch.addcmul(batch.reward, batch.discount, next_q.sub_(next_log_prob * alpha))
+    qs = critics(batch.obs, action)
+    td = qs - y
+    loss = (td.square() if weights is None else td.square() * weights).mean(-1).sum(0)
+    return loss, td, qs[0]
+
+
+def sac_actor_loss(
+    critics: CriticValues, sample: Sampler, obs: torch.Tensor, alpha: float | torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """SAC's actor objective ``mean(alpha log pi(a|s) - min_i Q_i(s, a))``, ``a ~ pi(.|s)``.
+
+    Returns:
+        ``(loss, log_prob)`` (per member when stacked; the critics' parameters take
+        no gradient here).
+    """
+    action, log_prob = sample(obs)
+    q_pi = critics(obs, action).amin(0)
+    return (alpha * log_prob - q_pi).mean(dim=-1), log_prob
+
+
+def sac_temperature_loss(
+    log_alpha: float, log_prob_mean: float, target_entropy: float
+) -> tuple[float, float]:
+    """The temperature loss ``-log_alpha (mean log pi + target_entropy)`` and its gradient.
+
+    The log-probabilities are detached, so the gradient with respect to
+    ``log_alpha`` is ``-(mean log pi + target_entropy)``: set directly.
+
+    Returns:
+        ``(loss, gradient)``.
+    """
+    gap = log_prob_mean + target_entropy
+    return -log_alpha * gap, -gap
 
 
 class SAC(OffPolicyAlgorithm):
@@ -36,7 +108,11 @@ class SAC(OffPolicyAlgorithm):
     min_i Q_i(s, a)`` (``a ~ pi(.|s)``, reparameterised) and, with
     ``learn_alpha``, a temperature step on ``-log_alpha (log pi(a|s) +
     target_entropy)``, which raises alpha while the policy's entropy is below
-    ``target_entropy`` (default ``-action_dim``) and lowers it above.
+    ``target_entropy`` (default ``-action_dim``) and lowers it above. The
+    objectives are :func:`sac_critic_loss`, :func:`sac_actor_loss` and
+    :func:`sac_temperature_loss`, which a batched population's
+    :class:`~agilerl.algorithms.batched.sac.SACGroup` calls too; the
+    reparameterised samples draw from the agent's own :attr:`sample_rng`.
 
     Actions: the policy is a tanh-squashed Gaussian in ``[-1, 1]`` mapped onto
     the env's bounds (:class:`SquashedGaussianActor`); acting samples from it,
@@ -137,6 +213,15 @@ class SAC(OffPolicyAlgorithm):
         self.critic_optimizer = FlatAdam(self._online_params, lr=spec.lr_critic, fused=True)
         self.alpha_optimizer = FlatAdam([self.log_alpha], lr=spec.lr_alpha, fused=True)
         self._to_tensor = make_obs_converter(self.observation_space, self.device)
+        device = torch.device(self.device)
+        rng: torch.Generator | None = getattr(self, "sample_rng", None)
+        if rng is None or rng.device.type != device.type:  # once per agent (or a new device)
+            generator = torch.Generator(device=device)
+            if rng is None:
+                generator.manual_seed(int(self.rng.integers(0, 2**62)))
+            else:
+                restore_generator(generator, rng.get_state())
+            self.sample_rng = generator
         chain = None
         if isinstance(self.actor, SquashedGaussianActor):
             chain = joined_chain(self.actor.encoder, self.actor.head)
@@ -150,6 +235,7 @@ class SAC(OffPolicyAlgorithm):
             "last_alpha_loss": float(self.last_alpha_loss),
             "last_entropy": float(self.last_entropy),
             "noise": None if self._noise is None else self._noise.tolist(),
+            "sample_rng": self.sample_rng.get_state(),
         }
 
     def _load_extra_state(self, extra: dict[str, Any]) -> None:
@@ -162,6 +248,9 @@ class SAC(OffPolicyAlgorithm):
         self.last_entropy = float(extra.get("last_entropy", 0.0))
         noise = extra.get("noise")
         self._noise = None if noise is None else np.asarray(noise, dtype=np.float32)
+        state = extra.get("sample_rng")
+        if state is not None:
+            restore_generator(self.sample_rng, torch.as_tensor(state))
 
     # --- temperature ------------------------------------------------------------------
     @property
@@ -222,6 +311,32 @@ class SAC(OffPolicyAlgorithm):
         self._noise[rows] = draw
 
     # --- learning ---------------------------------------------------------------------
+    def sample_noise(self, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
+        """Standard normal draws of ``shape`` for a reparameterised sample, from
+        :attr:`sample_rng` (the agent's own generator, saved in checkpoints, so an agent
+        draws the same whether it learns alone or stacked with others)."""
+        return torch.randn(shape, generator=self.sample_rng, device=self.sample_rng.device)
+
+    def _sample(self, obs: Any, tape: GradTape) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`SquashedGaussianActor.sample` with the noise from :meth:`sample_noise`."""
+        actor = self.actor
+        if not isinstance(actor, SquashedGaussianActor):
+            return actor.sample(obs, tape)
+        latent = run(actor.encoder, obs, tape)
+        if actor.detach_encoder:
+            latent = latent.detach()
+        out = run(actor.head, latent, tape)
+        noise = self.sample_noise((*out.shape[:-1], actor.action_dim)).to(out.dtype)
+        action, log_prob = tape.apply(_SQUASHED_SAMPLE, out, noise)
+        return action, log_prob
+
+    def _alpha_step(self, grad: float) -> None:
+        """One temperature step with d loss / d log_alpha ``grad`` (when ``learn_alpha``)."""
+        if self.spec.learn_alpha:
+            self.alpha_optimizer.zero_grad()
+            self.log_alpha.grad.fill_(grad)
+            self.alpha_optimizer.step()
+
     def learn(
         self,
         batch: Mapping[str, Any],
@@ -253,15 +368,17 @@ class SAC(OffPolicyAlgorithm):
         action = self.actor.normalize_action(b.action)
         alpha = self.alpha
         tape = GradTape()
-        with torch.no_grad():
-            next_action, next_log_prob = self.actor.sample(b.next_obs, tape)
-            next_q = critic_values(self._critic_targets, b.next_obs, next_action, tape).amin(0)
-            y = torch.addcmul(b.reward, b.discount, next_q.sub_(next_log_prob, alpha=alpha))
-        qs = critic_values(self._critics, b.obs, action, tape)  # [num_critics, B]
-        td = qs - y
-        critic_loss = (td.square() if w is None else td.square() * w).mean(1).sum()
+        critic_loss, td, q = sac_critic_loss(
+            lambda o, a: critic_values(self._critics, o, a, tape),
+            lambda o, a: critic_values(self._critic_targets, o, a, tape),
+            lambda o: self._sample(o, tape),
+            b,
+            action,
+            alpha,
+            w,
+        )
 
-        critic_value, q_mean = torch.stack([critic_loss.detach(), qs[0].detach().mean()]).tolist()
+        critic_value, q_mean = torch.stack([critic_loss.detach(), q.detach().mean()]).tolist()
         self._check_finite({"critic_loss": critic_value})
         self._step(self.critic_optimizer, tape, critic_loss)
         self.num_updates += 1
@@ -270,21 +387,20 @@ class SAC(OffPolicyAlgorithm):
         actor_updated = self.num_updates % self.spec.policy_freq == 0
         if actor_updated:
             tape = GradTape()
-            policy_action, log_prob = self.actor.sample(b.obs, tape)
-            q_pi = critic_values(self._critics, b.obs, policy_action, tape, params=False).amin(0)
-            actor_loss = (alpha * log_prob - q_pi).mean()
+            actor_loss, log_prob = sac_actor_loss(
+                lambda o, a: critic_values(self._critics, o, a, tape, params=False),
+                lambda o: self._sample(o, tape),
+                b.obs,
+                alpha,
+            )
             values = torch.stack([actor_loss.detach(), log_prob.detach().mean()])
             actor_value, log_prob_mean = values.tolist()
-            # The temperature loss -log_alpha (log pi + target_entropy), averaged, has the
-            # gradient -(mean log pi + target_entropy) (log-probs detached): set it directly.
-            entropy_gap = log_prob_mean + self.target_entropy_value
-            alpha_value = -self.log_alpha.item() * entropy_gap
+            alpha_value, alpha_grad = sac_temperature_loss(
+                self.log_alpha.item(), log_prob_mean, self.target_entropy_value
+            )
             self._check_finite({"actor_loss": actor_value, "alpha_loss": alpha_value})
             self._step(self.actor_optimizer, tape, actor_loss)
-            if self.spec.learn_alpha:
-                self.alpha_optimizer.zero_grad()
-                self.log_alpha.grad.fill_(-entropy_gap)
-                self.alpha_optimizer.step()
+            self._alpha_step(alpha_grad)
             self.last_actor_loss, self.last_alpha_loss = actor_value, alpha_value
             self.last_entropy = -log_prob_mean
         out: dict[str, Any] = {

@@ -8,20 +8,25 @@ is therefore the one a single process would take on the whole batch.
 
 By default the adapters are replicated (the frozen base model too, as in
 DDP); with ``algorithm.fsdp`` the model is sharded with FSDP2
-(:func:`fully_shard_model`), and checkpoints gather the whole state on rank 0
-(:func:`full_optimizer_state`).
+(:func:`fully_shard_model`, which applies every ``algorithm.fsdp`` setting that acts
+and refuses, naming it, any this run cannot honour), and checkpoints gather the whole
+state on rank 0 (:func:`full_optimizer_state`).
 """
 
 from __future__ import annotations
 
 import atexit
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 
+from agilerl.networks import torch_internals
 from agilerl.training.distributed_run import leave
+
+if TYPE_CHECKING:
+    from agilerl.arena.models.fsdp import FSDPConfig
 
 
 def init_from_env(backend: str | None = None) -> bool:
@@ -98,28 +103,182 @@ def shard(items: list[Any]) -> list[Any]:
     return items[r * size : (r + 1) * size]
 
 
-def fully_shard_model(model: Any, *, reshard_after_forward: bool = True) -> Any:
-    """Shard ``model`` with FSDP2 (``fully_shard``): every decoder layer, then the root.
-
-    Frozen base weights and the trainable adapter tensors are sharded alike;
-    gradients are reduce-scattered by FSDP (averaged over processes).
-
-    Args:
-        model: A transformers causal LM or a ``PeftModel`` around one.
-        reshard_after_forward: Free gathered parameters after each layer's forward.
-    """
-    from torch.distributed.fsdp import fully_shard
-
+def decoder_layers(model: Any) -> list[Any]:
+    """The decoder blocks of a transformers causal LM (or a ``PeftModel`` around one)."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     layers = getattr(getattr(base, "model", base), "layers", None)
     if layers is None:
         raise ValueError(f"{type(base).__name__} has no decoder layers at .model.layers")
-    for layer in layers:
-        fully_shard(layer, reshard_after_forward=reshard_after_forward)
+    return list(layers)
+
+
+def check_fsdp_config(config: FSDPConfig, *, world: int, cuda: bool) -> None:
+    """Refuse the FSDP settings this machine and process group cannot honour.
+
+    Args:
+        config: The manifest's ``algorithm.fsdp``.
+        world: Trainer processes.
+        cuda: Whether the model trains on CUDA.
+
+    Raises:
+        ConfigError: Naming ``algorithm.fsdp.<field>`` and what to do instead.
+    """
+    from agilerl.arena.models.errors import ConfigError, Problem
+
+    problems = []
+    if config.cpu_offload and not cuda:
+        problems.append(
+            Problem(
+                "algorithm.fsdp.cpu_offload",
+                "needs CUDA: on a CPU run the sharded parameters, gradients and optimizer "
+                "state already live in host memory; remove fsdp.cpu_offload",
+            )
+        )
+    size = config.shard_group_size
+    if size is not None and world % size:
+        problems.append(
+            Problem(
+                "algorithm.fsdp.shard_group_size",
+                f"{size} does not divide the {world} trainer processes into whole "
+                f"replica groups; use a divisor of {world}",
+            )
+        )
+    if problems:
+        raise ConfigError(problems)
+
+
+def _mesh(config: FSDPConfig, world: int, device_type: str) -> Any:
+    """The device mesh: ``None`` (all ranks shard), or 2-D ``(replicate, shard)`` for HSDP."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    size = config.shard_group_size
+    if size is None or size == world:
+        return None  # fully_shard's default: every rank in one shard group
+    return init_device_mesh(
+        device_type, (world // size, size), mesh_dim_names=("replicate", "shard")
+    )
+
+
+def fully_shard_model(model: Any, config: FSDPConfig | None = None) -> list[Any]:
+    """Shard ``model`` with FSDP2 (``fully_shard``) as ``config`` (``algorithm.fsdp``) says.
+
+    Every ``wrap_every_n_blocks`` consecutive decoder blocks form one FSDP unit, the causal
+    LM (embeddings, final norm, head) the root unit. Frozen parameters with fewer than
+    ``param_persistence_threshold`` elements are left out (replicated, cast to
+    ``param_dtype``); trainable ones are always sharded. Gathered parameters are in
+    ``param_dtype`` and gradients are reduced in ``reduce_dtype``
+    (``MixedPrecisionPolicy``); each unit all-gathers the next ``prefetch_units`` units in
+    forward and the previous ``backward_prefetch_units`` in backward.
+    ``shard_group_size`` shards within groups of that many ranks and replicates across
+    the groups (HSDP); ``cpu_offload`` keeps shards on the CPU (``CPUOffloadPolicy``);
+    ``checkpoint_skip_layer_types`` / ``checkpoint_every_n_blocks`` pick the blocks
+    activation checkpointing recomputes.
+
+    Args:
+        model: A transformers causal LM or a ``PeftModel`` around one.
+        config: The FSDP settings (defaults when ``None``).
+
+    Returns:
+        The FSDP units, decoder-block units first, the root last.
+
+    Raises:
+        ConfigError: For settings this run cannot honour (:func:`check_fsdp_config`).
+    """
+    from torch.distributed.fsdp import (
+        CPUOffloadPolicy,
+        MixedPrecisionPolicy,
+        OffloadPolicy,
+        fully_shard,
+    )
+
+    from agilerl.arena.models.fsdp import FSDPConfig
+    from agilerl.llm.model import select_checkpointed_blocks
+
+    config = config if config is not None else FSDPConfig()
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    layers = decoder_layers(model)
+    device = next(base.parameters()).device
+    world = world_size()
+    check_fsdp_config(config, world=world, cuda=device.type == "cuda")
+    if config.checkpoint_skip_layer_types or config.checkpoint_every_n_blocks != 1:
+        select_checkpointed_blocks(
+            layers,
+            getattr(base.config, "layer_types", None),
+            skip_types=config.checkpoint_skip_layer_types,
+            every_n=config.checkpoint_every_n_blocks,
+        )
+    param_dtype = getattr(torch, config.param_dtype)
+    ignored = {
+        p
+        for p in base.parameters()
+        if not p.requires_grad and p.numel() < config.param_persistence_threshold
+    }
+    for param in ignored:  # FSDP casts only what it gathers; these meet gathered inputs
+        param.data = param.data.to(param_dtype)
+    kwargs = {
+        "mesh": _mesh(config, world, device.type),
+        "reshard_after_forward": config.reshard_after_forward,
+        "mp_policy": MixedPrecisionPolicy(
+            param_dtype=param_dtype, reduce_dtype=getattr(torch, config.reduce_dtype)
+        ),
+        "offload_policy": CPUOffloadPolicy() if config.cpu_offload else OffloadPolicy(),
+        "ignored_params": ignored,
+    }
+    n = config.wrap_every_n_blocks
+    units = [
+        fully_shard(layers[i] if n == 1 else layers[i : i + n], **kwargs)
+        for i in range(0, len(layers), n)
+    ]
+    units = [unit[0] if isinstance(unit, list) else unit for unit in units]
+    for i, unit in enumerate(units):
+        unit.set_modules_to_forward_prefetch(units[i + 1 : i + 1 + config.prefetch_units])
+        unit.set_modules_to_backward_prefetch(
+            units[max(0, i - config.backward_prefetch_units) : i][::-1]
+        )
     # The causal LM, not a PeftModel around it, is the root: ``generate`` calls its
     # forward directly, and FSDP gathers the embeddings and head in that forward's hook.
-    fully_shard(base, reshard_after_forward=reshard_after_forward)
-    return model
+    fully_shard(base, **kwargs)
+    # FSDP fixes each unit's gradient dtypes from the parameters trainable at its first
+    # forward; initialise now, before a reference forward (another adapter active) could.
+    torch_internals.fsdp_lazy_init(base)
+    return [*units, base]
+
+
+def set_gradient_sync(model: Any, enabled: bool) -> None:
+    """Whether the next backward of a sharded ``model`` reduce-scatters its gradients.
+
+    Off, FSDP2 accumulates the unsharded gradients locally (``set_requires_gradient_sync``);
+    the next backward with sync on reduces the accumulated sum.
+    """
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base.set_requires_gradient_sync(enabled)
+
+
+def offload_optimizer_state(optimizer: torch.optim.Optimizer) -> list[Any]:
+    """Keep ``optimizer``'s state tensors in host memory between steps.
+
+    A step pre-hook moves each parameter's state to that parameter's device, a post-hook
+    back to the CPU (on a CPU run both moves are no-ops: the state already lives there).
+
+    Returns:
+        The two hook handles.
+    """
+
+    def move(state: dict[str, Any], device: torch.device) -> None:
+        for key, value in state.items():
+            if torch.is_tensor(value) and key != "step" and value.device != device:
+                # Host-to-device may overlap; device-to-host must land before it is read.
+                state[key] = value.to(device, non_blocking=device.type != "cpu")
+
+    def to_params(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        for param, state in opt.state.items():
+            move(state, param.device)
+
+    def to_host(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        for state in opt.state.values():
+            move(state, torch.device("cpu"))
+
+    return [optimizer.register_step_pre_hook(to_params), optimizer.register_step_post_hook(to_host)]
 
 
 def is_sharded(model: Any) -> bool:

@@ -1,20 +1,27 @@
-"""Sampling completions with HF ``generate``: left padding, stop strings, sampler log-probs.
+"""Sampling completions with HF ``generate``: left padding, stop strings, sampler log-probs,
+the context cap and the generation controls (:mod:`agilerl.llm.constraints`).
 
 The sampler's log-probabilities are taken from the raw logits ``generate``
 returns, divided by the temperature: the same quantity the update recomputes
 from a forward pass (:func:`token_logps`), so they serve as the "old"
-log-probs of the clipped ratio without a second forward pass.
+log-probs of the clipped ratio without a second forward pass. A token an
+answer pattern restricted the choice of was still sampled from the policy
+(among the tokens the pattern allows): its log-prob is the policy's.
+
+A prompt plus its completion never exceeds ``max_model_len``: a prompt that
+fills it on its own gets an empty completion (nothing is generated for it).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from agilerl.llm.constraints import Controller, GenerationControls
 from agilerl.llm.fused_logps import head_logps
 from agilerl.llm.model import _takes_logits_to_keep, left_pad, position_ids_from_mask
 from agilerl.llm.prefix import cache_kwarg, prefix_cache, shared_prefixes
@@ -63,6 +70,7 @@ class SamplingSettings:
         greedy: Argmax decoding (evaluation).
         chunk_size: Prompts per ``generate`` call (``None``: all at once).
         max_model_len: Context length: prompt plus completion never exceed it.
+        controls: Thinking budget and answer pattern (see :mod:`agilerl.llm.constraints`).
     """
 
     max_new_tokens: int = 64
@@ -76,15 +84,21 @@ class SamplingSettings:
     greedy: bool = False
     chunk_size: int | None = None
     max_model_len: int = 1024
+    controls: GenerationControls = field(default_factory=GenerationControls)
 
 
 @dataclass
 class Completion:
-    """One sampled completion: its tokens, their sampler log-probs and text."""
+    """One sampled completion: its tokens, their sampler log-probs and text.
+
+    ``forced`` lists the indices (in ``ids``) of tokens the thinking budget forced
+    rather than the policy sampled; the update leaves them out of the loss.
+    """
 
     ids: list[int]
     logps: list[float]
     text: str
+    forced: list[int] = field(default_factory=list)
 
 
 def _cut(tokens: list[int], eos_ids: set[int], pad_id: int) -> int:
@@ -110,12 +124,17 @@ def generate(
         settings: Sampling settings.
 
     Returns:
-        One :class:`Completion` per prompt, in order.
+        One :class:`Completion` per prompt, in order (empty for a prompt that fills
+        ``settings.max_model_len``).
     """
-    chunk = settings.chunk_size or len(prompts)
-    out: list[Completion] = []
-    for start in range(0, len(prompts), chunk):
-        out.extend(_generate_chunk(model, tokenizer, prompts[start : start + chunk], settings))
+    out: list[Completion] = [Completion([], [], "") for _ in prompts]
+    fits = [i for i, p in enumerate(prompts) if len(p) < settings.max_model_len]
+    chunk = settings.chunk_size or max(1, len(fits))
+    for start in range(0, len(fits), chunk):
+        rows = fits[start : start + chunk]
+        done = _generate_chunk(model, tokenizer, [prompts[i] for i in rows], settings)
+        for i, completion in zip(rows, done, strict=True):
+            out[i] = completion
     return out
 
 
@@ -151,6 +170,14 @@ def _generate_chunk(
         kwargs["min_new_tokens"] = min(settings.min_new_tokens, budget)
     if settings.stop_strings:
         kwargs.update(stop_strings=list(settings.stop_strings), tokenizer=tokenizer)
+    controller = None
+    if settings.controls.active:
+        from transformers import LogitsProcessorList
+
+        controller = Controller(
+            settings.controls, tokenizer, prompts, top_k=settings.top_k, greedy=settings.greedy
+        )
+        kwargs["logits_processor"] = LogitsProcessorList([controller])
     if pad_id not in eos_ids:
         # A sampled pad token would be indistinguishable from padding.
         kwargs["suppress_tokens"] = [pad_id]
@@ -176,11 +203,13 @@ def _generate_chunk(
     temperature = 1.0 if settings.greedy else settings.temperature
     logits = torch.stack(result.logits, dim=1).float().cpu() / temperature
     logps = torch.log_softmax(logits, dim=-1).gather(-1, generated.unsqueeze(-1)).squeeze(-1)
+    forced = controller.forced if controller is not None else [[] for _ in prompts]
     completions = []
-    for row, row_logps in zip(generated.tolist(), logps, strict=True):
+    for row, row_logps, row_forced in zip(generated.tolist(), logps, forced, strict=True):
         n = _cut(row, eos_ids, pad_id)
         text = tokenizer.decode(row[:n], skip_special_tokens=True)
-        completions.append(Completion(ids=row[:n], logps=row_logps[:n].tolist(), text=text))
+        kept = [j for j in row_forced if j < n]
+        completions.append(Completion(row[:n], row_logps[:n].tolist(), text, forced=kept))
     return completions
 
 

@@ -263,6 +263,18 @@ def reference_policy(model: Any) -> Iterator[Any]:
             yield model
 
 
+def offloaded_activations(enabled: bool) -> contextlib.AbstractContextManager:
+    """A context in which autograd keeps saved activations in pinned host memory.
+
+    ``algorithm.activation_offload``: the tensors a forward saves for backward
+    move to the CPU as they are saved and return to their device in backward
+    (``torch.autograd.graph.save_on_cpu``). Off, or for CPU tensors, nothing moves.
+    """
+    if not enabled:
+        return contextlib.nullcontext()
+    return torch.autograd.graph.save_on_cpu(pin_memory=torch.cuda.is_available())
+
+
 def enable_gradient_checkpointing(model: Any) -> None:
     """Recompute activations in backward (inputs need grads when the embeddings are frozen)."""
     kwargs = {"use_reentrant": False}

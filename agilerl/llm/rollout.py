@@ -34,6 +34,9 @@ class Sample:
         extra: Per-sample values an algorithm or the loop adds (sampler log-probs, the
             dynamic-sampling round).
         truncated: A turn was cut by the length cap (see :mod:`agilerl.llm.overlong`).
+        forced: Indices (in ``ids``) of generated tokens the thinking budget forced
+            (:mod:`agilerl.llm.constraints`): part of their turn (``action_mask`` is 1),
+            but not sampled from the policy, so :func:`collate` leaves them out of the loss.
     """
 
     ids: list[int]
@@ -45,11 +48,12 @@ class Sample:
     advantage: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
     truncated: bool = False
+    forced: list[int] = field(default_factory=list)
 
     @property
     def num_actions(self) -> int:
-        """Generated tokens in the episode."""
-        return sum(self.action_mask)
+        """Generated tokens the update learns from (forced tokens excluded)."""
+        return sum(self.action_mask) - len(self.forced)
 
 
 def collect(
@@ -92,6 +96,7 @@ def collect(
         still = []
         for i, completion in zip(live, completions, strict=True):
             sample = samples[i]
+            sample.forced += [len(sample.ids) + j for j in completion.forced]
             sample.ids += completion.ids
             sample.action_mask += [1] * len(completion.ids)
             sample.old_logps += completion.logps
@@ -114,13 +119,18 @@ def collect(
 
 
 def collate(samples: list[Sample], pad_id: int) -> dict[str, torch.Tensor]:
-    """Left-padded ``input_ids``, ``attention_mask``, ``action_mask`` and ``old_logps``."""
+    """Left-padded ``input_ids``, ``attention_mask``, ``action_mask`` and ``old_logps``.
+
+    ``action_mask`` is the loss mask: the generated tokens, less the forced ones.
+    """
     ids, attention = left_pad([s.ids for s in samples], pad_id)
     width = ids.shape[1]
     action = torch.zeros_like(ids, dtype=torch.float32)
     old = torch.zeros_like(ids, dtype=torch.float32)
     for i, s in enumerate(samples):
-        action[i, width - len(s.ids) :] = torch.tensor(s.action_mask, dtype=torch.float32)
+        start = width - len(s.ids)
+        action[i, start:] = torch.tensor(s.action_mask, dtype=torch.float32)
+        action[i, [start + j for j in s.forced]] = 0.0
         old[i, width - len(s.ids) :] = torch.tensor(s.old_logps, dtype=torch.float32)
     return {"input_ids": ids, "attention_mask": attention, "action_mask": action, "old_logps": old}
 

@@ -10,7 +10,10 @@ Two sources, one interface (:class:`RolloutEnv`):
   ``reset(seed: int) -> str`` (the first user message) and
   ``step(text: str) -> (observation: str | None, reward: float, done: bool)``.
   Up to ``max_turns`` turns are played; each observation is appended to the
-  conversation as a new user turn.
+  conversation as a new user turn;
+* a registered multi-turn env named ``gem:<family>:<id>`` (``environment.name``; the
+  gem extra), played through :mod:`agilerl.llm.gem_env` (a registry name, not code:
+  no ``trust_code`` needed).
 
 An episode's rows are plain dicts, so the train order is a pure function of
 (seed, epoch) and a resumed run sees the same prompts.
@@ -159,9 +162,12 @@ def load_rollout_env(
 
     Raises:
         ConfigError: For a hub dataset, a missing file, a reward file or entry
-            point without ``trust_code``, or a split that leaves a side empty.
+            point without ``trust_code``, a split that leaves a side empty, or a
+            ``gem:`` name without the gem extra (see :func:`_gem_env`).
     """
     max_reward = 1.0 if env_spec.max_reward is None else float(env_spec.max_reward)
+    if getattr(env_spec, "env_name", None):
+        return _gem_env(env_spec, tokenizer, max_reward, max_model_len)
     if env_spec.entrypoint:
         return _entrypoint_env(env_spec, tokenizer, max_reward, trust_code)
     if env_spec.hf_dataset_id:
@@ -281,3 +287,36 @@ def _entrypoint_env(env_spec: Any, tokenizer: Any, max_reward: float, trust: boo
         max_reward=max_reward,
         name=env_spec.entrypoint,
     )
+
+
+def _gem_env(env_spec: Any, tokenizer: Any, max_reward: float, max_model_len: int) -> RolloutEnv:
+    """``environment.name: gem:<family>:<id>``: GEM's seeded episodes as a rollout env.
+
+    Raises:
+        ConfigError: See :func:`~agilerl.llm.gem_env.gem_episodes`; and naming
+            ``network.max_context_length`` when the first message leaves no room to answer.
+    """
+    from agilerl.llm.gem_env import gem_episodes
+
+    episodes = gem_episodes(env_spec)
+    env = RolloutEnv(
+        train=episodes.train,
+        test=episodes.test,
+        make_episode=episodes.make_episode,
+        tokenizer=tokenizer,
+        max_turns=episodes.max_turns,
+        max_reward=max_reward,
+        name=env_spec.env_name,
+    )
+    length = len(env.encode(episodes.first))
+    if length >= max_model_len:
+        raise ConfigError(
+            [
+                Problem(
+                    "network.max_context_length",
+                    f"{max_model_len} tokens: {env_spec.env_name!r}'s first message alone is "
+                    f"{length} tokens; raise it above that plus the turns' answers and replies",
+                )
+            ]
+        )
+    return env

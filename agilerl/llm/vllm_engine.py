@@ -10,6 +10,13 @@ published to vLLM as a peft folder under a new LoRA id per weight version
 Full-weight syncing needs vLLM's in-place ``load_weights``, which only the
 CUDA build supports; :func:`check_vllm` refuses it elsewhere.
 
+The generation controls (``thinking_token_budget``, ``constrain_answer_pattern``,
+see :mod:`agilerl.llm.constraints`) act in HF ``generate`` only: vLLM's own
+thinking budget and regex decoding do not leave thoughts unconstrained, nor
+report which tokens were forced, so :func:`check_controls` refuses them.
+A prompt that fills ``max_model_len`` gets an empty completion without
+reaching the engine, as with HF ``generate``.
+
 On a CPU, :func:`engine_args` applies defaults that fit a shared machine
 (eager mode, a small KV cache, an in-process engine that does not pin the
 trainer's threads); ``algorithm.vllm_config`` and ``vllm_engine_args``
@@ -28,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from agilerl.arena.models.errors import ConfigError, Problem
 from agilerl.llm.generation import Completion, SamplingSettings
 
 CPU_ENVIRONMENT = {
@@ -38,6 +46,29 @@ CPU_ENVIRONMENT = {
     # Leave the trainer's OpenMP threads where they are.
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
 }
+
+
+def check_controls(spec: Any) -> None:
+    """Refuse generation controls vLLM generation does not apply.
+
+    Raises:
+        ConfigError: Naming each control that is set and what to do instead.
+    """
+    fields = {
+        "thinking_token_budget": getattr(spec, "thinking_token_budget", None) is not None,
+        "constrain_answer_pattern": getattr(spec, "constrain_answer_pattern", None) is not None,
+    }
+    problems = [
+        Problem(
+            f"algorithm.{name}",
+            "acts in HF generate only (vLLM would constrain thoughts too and cannot report "
+            "the forced tokens): set algorithm.use_vllm=false, or remove the setting",
+        )
+        for name, is_set in fields.items()
+        if is_set
+    ]
+    if problems:
+        raise ConfigError(problems)
 
 
 def engine_args(spec: Any, *, cuda: bool, prefix_cache: bool = False) -> dict[str, Any]:
@@ -95,6 +126,7 @@ class VLLMGenerator:
     """
 
     def __init__(self, spec: Any, export_dir: str | Path | None = None) -> None:
+        check_controls(spec)
         self.spec = spec
         self._owns_dir = export_dir is None
         self.export_dir = Path(export_dir or tempfile.mkdtemp(prefix="agilerl_vllm_lora_"))
@@ -325,15 +357,18 @@ class VLLMGenerator:
     def __call__(
         self, model: Any, tokenizer: Any, prompts: list[list[int]], settings: SamplingSettings
     ) -> list[Completion]:
-        """One completion per prompt with the served adapter (``model`` is not used)."""
+        """One completion per prompt with the served adapter (``model`` is not used); a
+        prompt that fills ``settings.max_model_len`` gets an empty one."""
         del model
-        params = [
-            self.sampling_kwargs(settings, len(p), self.seed(i)) for i, p in enumerate(prompts)
-        ]
-        return [
-            Completion(ids=ids, logps=logps, text=tokenizer.decode(ids, skip_special_tokens=True))
-            for ids, logps in self.generate(prompts, params)
-        ]
+        out = [Completion([], [], "") for _ in prompts]
+        fits = [i for i, p in enumerate(prompts) if len(p) < settings.max_model_len]
+        if not fits:
+            return out
+        params = [self.sampling_kwargs(settings, len(prompts[i]), self.seed(i)) for i in fits]
+        answers = self.generate([prompts[i] for i in fits], params)
+        for i, (ids, logps) in zip(fits, answers, strict=True):
+            out[i] = Completion(ids, logps, tokenizer.decode(ids, skip_special_tokens=True))
+        return out
 
     @classmethod
     def shared(cls, spec: Any) -> VLLMGenerator:

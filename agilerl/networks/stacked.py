@@ -11,7 +11,10 @@ own learning rate, betas, epsilon and step count (Adam is elementwise).
 :func:`chain_layout` reads where each layer's weight and bias sit in a
 member's flat buffer; :class:`LayoutStack` runs a layout over a stacked
 parameter tensor through the one stacked-chain implementation,
-:class:`~agilerl.networks.fastgrad.StackedChain`.
+:class:`~agilerl.networks.fastgrad.StackedChain`. :class:`StackedTape` runs one
+such chain inside a loss; :class:`StackedGradTape` runs several that feed
+each other (a critic's encoder, then its head on the latent and an actor's
+action) and passes the gradients between them.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from agilerl.networks.fastgrad import LayerViews, MLPChain, StackedChain
+from agilerl.networks.fastgrad import LayerViews, MLPChain, StackedChain, TapeFunction
 from agilerl.networks.optim import FUSED_ADAM, FlatAdam, fused_adam_step
 
 __all__ = [
@@ -31,6 +34,7 @@ __all__ = [
     "LayerViews",
     "LayoutStack",
     "StackedAdam",
+    "StackedGradTape",
     "StackedTape",
     "chain_layout",
     "flat_of",
@@ -171,6 +175,114 @@ class StackedTape:
             for views, saved, out in reversed(records):
                 if out.grad is not None:
                     self.chain.backward(out.grad, views, saved, out, grads)
+
+
+class StackedGradTape:
+    """Runs several stacked chains inside one loss, passing gradients between them.
+
+    Like :class:`StackedTape`, but each call names its chain and where its
+    parameter gradients go (``grads``; ``None``: none wanted, e.g. a critic
+    that only passes a gradient on to an actor), may read several inputs
+    concatenated (a critic head's latent and action), and hands the gradient
+    of every input that requires one on: into a leaf's ``.grad`` (e.g. an
+    earlier call's output) or through autograd. Calls under
+    ``torch.no_grad()`` are plain forwards. :meth:`apply` runs a
+    :class:`~agilerl.networks.fastgrad.TapeFunction` (e.g. a policy sampler)
+    between chains.
+    """
+
+    def __init__(self) -> None:
+        self._records: list[tuple[Any, ...]] = []
+
+    def __call__(
+        self,
+        chain: LayoutStack,
+        views: Sequence[LayerViews],
+        *inputs: torch.Tensor,
+        grads: Sequence[LayerViews] | None = None,
+    ) -> torch.Tensor:
+        """``chain`` with the parameters ``views`` on ``torch.cat(inputs, -1)`` (``[N, B, in]``).
+
+        Args:
+            chain: The stacked chain.
+            views: Its parameters' per-layer views.
+            *inputs: ``[N, B, d]`` tensors, read concatenated.
+            grads: Per-layer views of the buffer the parameter gradients are added to.
+        """
+        x = inputs[0] if len(inputs) == 1 else torch.cat([t.detach() for t in inputs], dim=-1)
+        if not torch.is_grad_enabled():
+            return chain.forward(views, x)
+        saved: list[tuple] = []
+        with torch.no_grad():
+            out = chain.forward(views, x.detach(), saved)
+        out.requires_grad_(True)
+        self._records.append((chain, views, saved, inputs, out, grads))
+        return out
+
+    def apply(self, function: TapeFunction, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``function``'s outputs for ``inputs`` (fresh leaves, recorded for :meth:`backward`)."""
+        if not torch.is_grad_enabled():
+            return function.forward(*inputs)[0]
+        with torch.no_grad():
+            outputs, saved = function.forward(*inputs)
+        for out in outputs:
+            out.requires_grad_(True)
+        self._records.append((function, saved, inputs, tuple(outputs)))
+        return tuple(outputs)
+
+    @staticmethod
+    def _send(x: torch.Tensor, grad: torch.Tensor, keep: bool) -> None:
+        """Hand ``grad`` (d loss / d ``x``) on: into a leaf's ``.grad``, or through autograd."""
+        if x.grad_fn is None:
+            x.grad = grad if x.grad is None else x.grad + grad
+        else:
+            with torch.enable_grad():
+                x.backward(grad, retain_graph=keep)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """Back-propagate the scalar ``loss`` through the loss expression, then every call."""
+        records, self._records = self._records, []
+        # inputs: field 3 of a chain call's record, 2 of a TapeFunction's
+        keep = any(x.grad_fn is not None for r in records for x in (r[3] if len(r) == 6 else r[2]))
+        loss.backward(retain_graph=keep)
+        with torch.no_grad():
+            for record in reversed(records):
+                if len(record) == 4:  # a TapeFunction
+                    function, saved, inputs, outputs = record
+                    out_grads = [out.grad for out in outputs]
+                    if all(g is None for g in out_grads):
+                        continue
+                    in_grads = function.backward(saved, out_grads)
+                    for x, g in zip(inputs, in_grads, strict=True):
+                        if g is not None and x.requires_grad:
+                            self._send(x, g, keep)
+                    continue
+                chain, views, saved, inputs, out, grads = record
+                grad = out.grad
+                wanted = [x.requires_grad for x in inputs]
+                if grad is None or not (any(wanted) or grads is not None):
+                    continue
+                bounds, start = [], 0
+                for x in inputs:
+                    bounds.append((start, start + x.shape[-1]))
+                    start += x.shape[-1]
+                lo = next((b[0] for b, w in zip(bounds, wanted, strict=True) if w), 0)
+                hi = max((b[1] for b, w in zip(bounds, wanted, strict=True) if w), default=0)
+                cols = None if (lo, hi) == (0, start) else slice(lo, hi)
+                grad_in = chain.backward(
+                    grad,
+                    views,
+                    saved,
+                    out,
+                    grads,
+                    param_grads=grads is not None,
+                    input_grad=any(wanted),
+                    input_cols=cols,
+                )
+                for x, want, (begin, end) in zip(inputs, wanted, bounds, strict=True):
+                    if not want:
+                        continue
+                    self._send(x, grad_in[..., begin - lo : end - lo], keep)
 
 
 class StackedAdam:

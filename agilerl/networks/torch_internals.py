@@ -29,6 +29,7 @@ __all__ = [
     "TESTED_TORCH",
     "foreach_copy_",
     "foreach_lerp_",
+    "fsdp_lazy_init",
     "fused_adam_",
     "layer_norm",
     "layer_norm_backward",
@@ -181,3 +182,18 @@ fused_adam_: Callable[..., None] = (
     _PRIVATE["fused_adam_"] if FUSED_ADAM else _missing("fused_adam_")
 )
 """torch's fused Adam kernel (only when :data:`FUSED_ADAM`)."""
+
+
+def fsdp_lazy_init(module: torch.nn.Module) -> None:
+    """Initialise a ``fully_shard`` root now instead of at its first forward.
+
+    FSDP2 fixes each unit's gradient dtypes from the parameters that are
+    trainable at that first forward; a LoRA run whose first forward is the
+    reference policy's (another adapter active) would fix the wrong ones. There
+    is no public call for it in torch 2.13; on a torch whose FSDP state lacks
+    it, nothing happens here and the first forward initialises as before.
+    """
+    get_state = getattr(module, "_get_fsdp_state", None)
+    lazy_init = getattr(get_state(), "_lazy_init", None) if get_state is not None else None
+    if lazy_init is not None:
+        lazy_init()

@@ -65,9 +65,5 @@ class BanditStrategy(TrainingStrategy):
         memory: Any = None,
         n_step_memory: Any = None,
     ) -> dict[str, Any]:
-        """Shared RL kwargs plus memory and episode_steps."""
-        return {
-            **rl_trainer_kwargs(spec, training, env_spec),
-            "memory": memory,
-            "episode_steps": training.episode_steps or 500,
-        }
+        """Shared RL kwargs plus the memory (the loop reads ``episode_steps`` itself)."""
+        return {**rl_trainer_kwargs(spec, training, env_spec), "memory": memory}

@@ -44,7 +44,8 @@ RL_EVAL_FIELDS: frozenset[str] = frozenset({"eval_steps", "eval_loop", "target_s
 """``training`` fields of episode evaluation, read by every RL paradigm."""
 
 TrainingLoop = Callable[..., Any]
-"""A training loop: ``loop(population, env, ..., **trainer_kwargs) -> (population, fitnesses)``."""
+"""A training loop: ``loop(population, env, *, training, ..., **trainer_kwargs)`` returning a
+:class:`~agilerl.training.results.LoopResult` (it unpacks as ``population, fitnesses``)."""
 
 
 def resolve_loop(path: str) -> TrainingLoop:
@@ -267,7 +268,8 @@ class TrainingStrategy(ABC):
     def loop_kwargs(
         self, spec: AlgorithmSpec, manifest: TrainingManifest, envs: EnvSetup, *, device: str
     ) -> dict[str, Any]:
-        """Every keyword argument the loop takes besides population, envs and run.
+        """Every keyword argument the loop takes besides population, envs and run
+        (``training`` among them).
 
         The default is :meth:`get_trainer_kwargs`; a paradigm with more inputs
         (replay memories) makes them here.
@@ -288,6 +290,10 @@ class TrainingStrategy(ABC):
     ) -> dict[str, Any]:
         """Return the extra keyword arguments the training loop takes.
 
+        They are ``training`` (the validated spec, whole: the loop reads its settings
+        from it) and the objects the spec does not hold (replay memories, labels,
+        values resolved from the algorithm or env spec).
+
         Args:
             spec: The algorithm spec.
             training: Training specification.
@@ -306,14 +312,9 @@ def _seed_torch(seed: int) -> None:
 def rl_trainer_kwargs(
     spec: AlgorithmSpec, training: TrainingSpec, env_spec: EnvSpecBase
 ) -> dict[str, Any]:
-    """Keyword arguments every RL loop takes."""
+    """Keyword arguments every RL loop takes: the training spec whole and the run's labels."""
     return {
+        "training": training,
         "env_name": getattr(env_spec, "name", type(env_spec).__name__),
         "algo": spec.name,
-        "eval_steps": training.eval_steps,
-        "eval_loop": training.eval_loop,
-        "target": training.target_score,
-        "checkpoint": training.checkpoint_steps,
-        "checkpoint_path": training.checkpoint_path,
-        "overwrite_checkpoints": training.overwrite_checkpoints,
     }

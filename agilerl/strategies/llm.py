@@ -158,14 +158,24 @@ def check_hub_cache(name: str, field: str) -> None:
 
 
 def check_fsdp(spec: AlgorithmSpec, *, multi_process: bool) -> None:
-    """Refuse ``algorithm.fsdp`` where there is nothing to shard across (one process).
+    """Refuse ``algorithm.fsdp`` where there is nothing to shard across (one process), and
+    FSDP settings this machine cannot honour (:func:`~agilerl.llm.distributed.check_fsdp_config`).
 
     Raises:
-        ConfigError: Naming ``algorithm.fsdp`` and how to start several processes.
+        ConfigError: Naming ``algorithm.fsdp`` (or its field) and what to do instead.
     """
+    import torch
+
+    from agilerl.llm.distributed import check_fsdp_config
     from agilerl.training.distributed_run import process_info
 
-    if getattr(spec, "fsdp", None) is None or (multi_process and process_info().multi):
+    config = getattr(spec, "fsdp", None)
+    if config is None:
+        return
+    info = process_info()
+    if multi_process and info.multi:
+        # before the model loads; the agent checks again with its actual device
+        check_fsdp_config(config, world=info.world_size, cuda=torch.cuda.is_available())
         return
     how = (
         "start the run with torchrun --nproc_per_node=N train.py ..."
@@ -216,17 +226,11 @@ class LLMStrategy(TrainingStrategy):
         memory: Any = None,
         n_step_memory: Any = None,
     ) -> dict[str, Any]:
-        """evaluation_interval, checkpoints and their export, HPO, max_reward; num_epochs and
-        evo_epochs for dataset loops (fields the paradigm does not read are refused earlier,
-        :func:`~agilerl.strategies.refuse_unused_training_fields`)."""
-        kwargs: dict[str, Any] = {"evaluation_interval": training.evaluation_interval or 10}
-        if training.checkpoint_steps is not None:
-            kwargs["checkpoint_steps"] = training.checkpoint_steps
-        if self.takes_epochs:
-            kwargs["num_epochs"] = training.num_epochs
-            kwargs["evo_epochs"] = training.evo_epochs
-        kwargs["checkpoint_export"] = training.effective_checkpoint_export()
-        if not self.takes_epochs:  # the rollout loop scores completions against it
+        """The training spec, and the env's ``max_reward`` for the rollout loop (which scores
+        completions against it); fields the paradigm does not read are refused earlier
+        (:func:`~agilerl.strategies.refuse_unused_training_fields`)."""
+        kwargs: dict[str, Any] = {"training": training}
+        if not self.takes_epochs:
             max_reward = getattr(env_spec, "max_reward", None)
             if max_reward is not None:
                 kwargs["max_reward"] = max_reward
@@ -356,23 +360,16 @@ class LLMRolloutStrategy(LLMStrategy):
         memory: Any = None,
         n_step_memory: Any = None,
     ) -> dict[str, Any]:
-        """The shared LLM kwargs plus greedy evaluation and the held-out sample count."""
+        """The shared LLM kwargs plus, for ``rollout_mode: async``, the engines' layout
+        (``rollout_engines_per_agent`` resolved against this machine's devices and CPUs)."""
         kwargs = super().get_trainer_kwargs(
             spec, training=training, env_spec=env_spec, memory=memory, n_step_memory=n_step_memory
         )
-        kwargs["eval_greedy"] = training.eval_greedy
-        if training.eval_samples_per_task:
-            kwargs["eval_rows"] = training.eval_samples_per_task
-        if training.weight_sync_interval is not None:
-            kwargs["weight_sync_interval"] = training.weight_sync_interval
-        if training.reuse_prefix_cache_across_syncs:
-            kwargs["reuse_prefix_cache_across_syncs"] = True
         if training.rollout_mode == "async":
-            kwargs.update(
-                rollout_mode="async",
-                rollout_engines=rollout_engines(training),
-                rollout_batch_size=training.rollout_batch_size,
-                engine_threads=engine_threads(training),
+            from agilerl.training.llm.train_llm_rollout import EngineLayout
+
+            kwargs["engine_layout"] = EngineLayout(
+                engines=rollout_engines(training), threads=engine_threads(training)
             )
         return kwargs
 

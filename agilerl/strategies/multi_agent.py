@@ -8,7 +8,13 @@ from agilerl.arena.models.algorithms import AlgorithmSpec
 from agilerl.arena.models.env import EnvSpecBase
 from agilerl.arena.models.errors import ConfigError
 from agilerl.arena.models.training import ReplayBufferSpec, TrainingSpec
-from agilerl.strategies.base import RL_EVAL_FIELDS, EnvSetup, TrainingLoop, TrainingStrategy
+from agilerl.strategies.base import (
+    RL_EVAL_FIELDS,
+    EnvSetup,
+    TrainingLoop,
+    TrainingStrategy,
+    rl_trainer_kwargs,
+)
 
 if TYPE_CHECKING:
     from agilerl.arena.models.manifest import TrainingManifest
@@ -17,16 +23,8 @@ if TYPE_CHECKING:
 def multi_agent_kwargs(
     spec: AlgorithmSpec, training: TrainingSpec, env_spec: EnvSpecBase
 ) -> dict[str, Any]:
-    """Keyword arguments both multi-agent loops take."""
-    return {
-        "env_name": getattr(env_spec, "name", type(env_spec).__name__),
-        "algo": spec.name,
-        "eval_loop": training.eval_loop,
-        "eval_steps": training.eval_steps,
-        "target": training.target_score,
-        "checkpoint": training.checkpoint_steps,
-        "sum_scores": True if training.sum_scores is None else training.sum_scores,
-    }
+    """Keyword arguments both multi-agent loops take: the training spec and the labels."""
+    return rl_trainer_kwargs(spec, training, env_spec)
 
 
 class PettingZooStrategy(TrainingStrategy):
@@ -86,7 +84,7 @@ class MultiAgentOnPolicyStrategy(PettingZooStrategy):
         memory: Any = None,
         n_step_memory: Any = None,
     ) -> dict[str, Any]:
-        """Labels, evaluation, target, checkpoint interval and sum_scores."""
+        """The training spec and the labels."""
         return multi_agent_kwargs(spec, training, env_spec)
 
     def check(self, manifest: TrainingManifest, *, local: bool = True) -> None:
@@ -164,8 +162,5 @@ class MultiAgentOffPolicyStrategy(PettingZooStrategy):
         memory: Any = None,
         n_step_memory: Any = None,
     ) -> dict[str, Any]:
-        """The multi-agent kwargs plus the learning delay."""
-        return {
-            **multi_agent_kwargs(spec, training, env_spec),
-            "learning_delay": training.learning_delay or 0,
-        }
+        """The multi-agent kwargs (the loop reads ``learning_delay`` itself)."""
+        return multi_agent_kwargs(spec, training, env_spec)

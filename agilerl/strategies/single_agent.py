@@ -26,24 +26,11 @@ EPSILON_FIELDS = ("eps_start", "eps_end", "eps_decay")
 """``training`` fields of epsilon-greedy exploration (algorithms whose spec ``uses_epsilon``)."""
 
 
-def _batched_extras(training: TrainingSpec) -> dict[str, Any]:
-    batched = training.batched_population
-    if not training.fast_grad:  # stacked members train through the fast-gradient path
-        return {}
-    if batched or (batched is None and training.pop_size > 1):
-        # Unset: batched where the population allows it; true: also say when it does not.
-        return {"batched_population": batched or "auto"}
-    return {}
-
-
-def _off_policy_extras(training: TrainingSpec, memory: Any, n_step_memory: Any) -> dict[str, Any]:
-    extras: dict[str, Any] = {"memory": memory, "learning_delay": training.learning_delay or 0}
-    for key in EPSILON_FIELDS:
-        if getattr(training, key) is not None:
-            extras[key] = getattr(training, key)
+def _memories(memory: Any, n_step_memory: Any) -> dict[str, Any]:
+    extras: dict[str, Any] = {"memory": memory}
     if n_step_memory is not None:
         extras["n_step_memory"] = n_step_memory
-    return {**extras, **_batched_extras(training)}
+    return extras
 
 
 class GymVectorEnvStrategy(TrainingStrategy):
@@ -116,8 +103,8 @@ class SingleAgentOnPolicyStrategy(GymVectorEnvStrategy):
         memory: Any = None,
         n_step_memory: Any = None,
     ) -> dict[str, Any]:
-        """The shared RL keyword arguments, and whether to batch the population."""
-        return {**rl_trainer_kwargs(spec, training, env_spec), **_batched_extras(training)}
+        """The shared RL keyword arguments (the loop reads ``batched_population`` itself)."""
+        return rl_trainer_kwargs(spec, training, env_spec)
 
 
 def make_memories(
@@ -204,8 +191,5 @@ class SingleAgentOffPolicyStrategy(GymVectorEnvStrategy):
         memory: Any = None,
         n_step_memory: Any = None,
     ) -> dict[str, Any]:
-        """Shared RL kwargs plus memory, learning delay, epsilon and n-step memory (when set)."""
-        return {
-            **rl_trainer_kwargs(spec, training, env_spec),
-            **_off_policy_extras(training, memory, n_step_memory),
-        }
+        """Shared RL kwargs plus the memory and the n-step memory (when there is one)."""
+        return {**rl_trainer_kwargs(spec, training, env_spec), **_memories(memory, n_step_memory)}

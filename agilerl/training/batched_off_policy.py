@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from agilerl.algorithms.batched import batchable, make_groups
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.components.replay_buffer import (
     MultiStepReplayBuffer,
     PrioritizedReplayBuffer,
@@ -35,11 +36,12 @@ from agilerl.components.replay_buffer import (
 )
 from agilerl.networks.masking import has_action_mask
 from agilerl.training.batched_eval import BatchedMembers, group_actions
-from agilerl.training.engine import run_population
+from agilerl.training.engine import bind_training, run_population
 from agilerl.training.population_env import PopulationVectorEnv
 from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.results import LoopResult, mean_metrics
 from agilerl.training.run_context import RunContext
+from agilerl.training.train_off_policy import epsilon_schedule
 from agilerl.training.transitions import EpisodeTracker
 
 __all__ = ["batched_off_policy_reason", "train_off_policy_batched"]
@@ -61,7 +63,7 @@ def batched_off_policy_reason(
     if any(has_action_mask(getattr(agent, "observation_space", None)) for agent in population):
         return "action masks: stacked members act unmasked, so masked members train one by one"
     if not any(batchable(agent) for agent in population):
-        return "no member can be stacked (a plain DQN on a flat Box observation)"
+        return "no member can be stacked (a plain DQN, DDPG, TD3 or SAC on a flat Box observation)"
     if len({int(agent.steps) for agent in population}) > 1:
         return "the members have taken different numbers of steps"
     memories = memory if isinstance(memory, list) else [memory]
@@ -83,17 +85,8 @@ def train_off_policy_batched(
     env_name: str = "",
     algo: str = "",
     *,
+    training: TrainingSpec,
     memory: Any,
-    max_steps: int = 1_000_000,
-    evo_steps: int = 10_000,
-    eval_steps: int | None = None,
-    eval_loop: int = 1,
-    learning_delay: int = 0,
-    eps_start: float = 1.0,
-    eps_end: float = 0.05,
-    eps_decay: float = 0.999,
-    target: float | None = None,
-    checkpoint: int | None = None,
     tournament: Any = None,
     mutation: Any = None,
     env_factory: Any = None,
@@ -106,16 +99,33 @@ def train_off_policy_batched(
     arguments; ``env`` only gives the sub-envs per member (the population's
     vector env is made with ``env_factory``). Check
     :func:`batched_off_policy_reason` first.
+
+    Args:
+        population: The agents.
+        env: Vector env of agent 0 (gives the sub-envs per member).
+        env_name: Label for logs.
+        algo: Label for logs.
+        training: The validated training spec.
+        memory: The shared replay memory, or one per member.
+        tournament: Selection operator (evolutionary HPO).
+        mutation: Mutation operator (evolutionary HPO).
+        env_factory: ``factory(seed=, num_envs=)`` making the population's vector envs.
+        run: Run directory, sinks, display and stop conditions.
+        save_memory: Whether checkpoints carry the replay memories.
+
+    Returns:
+        The run's result; it unpacks as ``population, fitnesses``.
     """
-    run = run or RunContext.ephemeral()
+    run = bind_training(run, training)
+    eps_start, eps_end, eps_decay = epsilon_schedule(training)
     members = BatchedOffPolicyMembers(
-        env_factory, len(population), int(env.num_envs), memory, run, eval_loop=eval_loop,
-        eval_steps=eval_steps, learning_delay=learning_delay, eps_start=eps_start,
-        eps_end=eps_end, eps_decay=eps_decay, exact_stops=save_memory,
+        env_factory, len(population), int(env.num_envs), memory, run,
+        eval_loop=training.eval_loop, eval_steps=training.eval_steps,
+        learning_delay=training.learning_delay or 0, eps_start=eps_start, eps_end=eps_end,
+        eps_decay=eps_decay, exact_stops=save_memory,
     )  # fmt: skip
     return run_population(
-        population, members, run, max_steps=max_steps, evo_steps=evo_steps, target=target,
-        checkpoint=checkpoint, tournament=tournament, mutation=mutation,
+        population, members, run, training, tournament=tournament, mutation=mutation,
         label=f"{algo} {env_name}".strip(),
     )  # fmt: skip
 

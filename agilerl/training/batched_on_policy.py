@@ -26,12 +26,13 @@ import torch
 
 from agilerl.algorithms.batched import LoneGroup, batchable, make_groups
 from agilerl.algorithms.batched.ppo import PPOGroup
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.networks.masking import has_action_mask
 from agilerl.training.batched_eval import BatchedMembers
 from agilerl.training.collect import collect_rollouts
 from agilerl.training.collect_recurrent import collect_recurrent_rollouts
-from agilerl.training.engine import run_population
+from agilerl.training.engine import bind_training, run_population
 from agilerl.training.population_env import PopulationVectorEnv
 from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.results import LoopResult, mean_metrics
@@ -90,12 +91,7 @@ def train_on_policy_batched(
     env_name: str = "",
     algo: str = "",
     *,
-    max_steps: int = 1_000_000,
-    evo_steps: int = 10_000,
-    eval_steps: int | None = None,
-    eval_loop: int = 1,
-    target: float | None = None,
-    checkpoint: int | None = None,
+    training: TrainingSpec,
     tournament: Any = None,
     mutation: Any = None,
     env_factory: Any = None,
@@ -104,16 +100,30 @@ def train_on_policy_batched(
     """Train an on-policy population batched (see the module docstring).
 
     Takes :func:`~agilerl.training.train_on_policy.train_on_policy`'s
-    arguments; the envs are made with ``env_factory``. Check
+    arguments but ``eval_env``; the envs are made with ``env_factory``. Check
     :func:`batched_on_policy_reason` first.
+
+    Args:
+        population: The agents.
+        env: Vector env of agent 0 (gives the sub-envs per member).
+        env_name: Label for logs.
+        algo: Label for logs.
+        training: The validated training spec.
+        tournament: Selection operator (evolutionary HPO).
+        mutation: Mutation operator (evolutionary HPO).
+        env_factory: ``factory(seed=, num_envs=)`` making the population's vector envs.
+        run: Run directory, sinks, display and stop conditions.
+
+    Returns:
+        The run's result; it unpacks as ``population, fitnesses``.
     """
-    run = run or RunContext.ephemeral()
+    run = bind_training(run, training)
     members = BatchedOnPolicyMembers(
-        env_factory, len(population), run, eval_loop=eval_loop, eval_steps=eval_steps
-    )
+        env_factory, len(population), run, eval_loop=training.eval_loop,
+        eval_steps=training.eval_steps,
+    )  # fmt: skip
     return run_population(
-        population, members, run, max_steps=max_steps, evo_steps=evo_steps, target=target,
-        checkpoint=checkpoint, tournament=tournament, mutation=mutation,
+        population, members, run, training, tournament=tournament, mutation=mutation,
         label=f"{algo} {env_name}".strip(),
     )  # fmt: skip
 

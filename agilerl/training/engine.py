@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agilerl.arena.models.errors import RunFailure
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.training.population_loop import DISPLAY_EVERY, PopulationLoop
 from agilerl.training.results import LoopResult
 from agilerl.training.run_context import RunContext
 
-__all__ = ["EnvMembers", "MemberTrainer", "Members", "run_population"]
+__all__ = ["EnvMembers", "MemberTrainer", "Members", "bind_training", "run_population"]
 
 STATE_KEY = "member_trainer"
 """Key of the paradigm's own state in ``ResumeState.extra``."""
@@ -155,48 +156,64 @@ class EnvMembers(Members):
         self.envs.close()
 
 
+def bind_training(run: RunContext | None, training: TrainingSpec) -> RunContext:
+    """``run`` (an ephemeral context when ``None``) reading its settings from ``training``.
+
+    The engine and :class:`~agilerl.training.population_loop.PopulationLoop` read the
+    settings that have no argument of their own (``reporting_interval``, ...) from
+    ``run.training``; a loop binds the spec it was given so both read the same one.
+    """
+    run = run or RunContext.ephemeral()
+    run.training = training
+    return run
+
+
 def run_population(
     population: list[Any],
     trainer: MemberTrainer,
     run: RunContext | None,
+    training: TrainingSpec,
     *,
-    max_steps: int,
-    evo_steps: int,
-    target: float | None = None,
-    checkpoint: int | None = None,
+    evaluate_every: int | None = None,
+    evolve_every: int | None = None,
     tournament: Any = None,
     mutation: Any = None,
-    evolve_every: int | None = None,
     label: str = "",
 ) -> LoopResult:
     """Train a population generation by generation until its budget, target or a stop.
+
+    The schedule is ``training``'s: ``max_steps`` per member, an evaluation every
+    ``evo_steps`` (every ``max_steps`` when unset), a stop once an evaluation
+    reaches ``target_score``, a checkpoint every ``checkpoint_steps`` population
+    steps (``None``: every generation).
 
     Args:
         population: The agents.
         trainer: The paradigm's :class:`MemberTrainer`.
         run: Run directory, sinks, display and stop conditions (``None``: an ephemeral one).
-        max_steps: Steps per member (env steps; a paradigm may count otherwise,
+        training: The validated training spec (steps count in the paradigm's unit,
             see :meth:`MemberTrainer.progress`).
-        evo_steps: Steps per member between evaluations.
-        target: Stop once an evaluation reaches this fitness.
-        checkpoint: Population env steps between checkpoints (``None``: every generation).
-        tournament: Selection operator (evolution needs it and ``mutation``).
-        mutation: Mutation operator.
+        evaluate_every: Steps per member between evaluations, where the paradigm's
+            differ from ``training.evo_steps`` (the LLM loops' ``evaluation_interval``).
         evolve_every: Steps per member between evolutions, at the first evaluation
             past each multiple (``None``: after every evaluation).
+        tournament: Selection operator (evolution needs it and ``mutation``).
+        mutation: Mutation operator.
         label: Name shown in the display.
 
     Returns:
         The run's result; it unpacks as ``population, fitnesses``.
     """
     run = run or RunContext.ephemeral()
+    max_steps = training.max_steps
+    evo_steps = evaluate_every or training.evo_steps or max_steps
     loop = PopulationLoop(
         population,
         run,
         max_steps=max_steps,
         evo_steps=evo_steps,
-        target=target,
-        checkpoint_every=checkpoint,
+        target=training.target_score,
+        checkpoint_every=training.checkpoint_steps,
         label=label,
         trainable=trainer.can_train,
         progress=trainer.progress,

@@ -9,25 +9,35 @@ know nothing of their batched twins.
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
 from typing import Any
 
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.networks import torch_internals
 from agilerl.networks.fastgrad import fast_gradients
 from agilerl.training import batched_off_policy, batched_on_policy
 from agilerl.training.batched_eval import use_batched
 from agilerl.training.results import LoopResult
+from agilerl.training.run_context import RunContext
 from agilerl.training.train_off_policy import train_off_policy
 from agilerl.training.train_on_policy import train_on_policy
 
-__all__ = ["train_off_policy_population", "train_on_policy_population"]
+__all__ = ["batching_mode", "train_off_policy_population", "train_on_policy_population"]
 
 
-def _accepted(loop: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The keyword arguments ``loop`` declares (the batched loops make their own envs)."""
-    names = inspect.signature(loop).parameters
-    return {k: v for k, v in kwargs.items() if k in names}
+def batching_mode(training: TrainingSpec) -> bool | str:
+    """Whether to batch the population: ``True``, ``"auto"`` (quietly, where it can) or ``False``.
+
+    ``training.batched_population`` unset batches populations of more than one agent
+    quietly; stacked members train through the fast-gradient path, so
+    ``fast_grad: false`` never batches.
+    """
+    if not training.fast_grad:
+        return False
+    if training.batched_population:
+        return True
+    if training.batched_population is None and training.pop_size > 1:
+        return "auto"
+    return False
 
 
 def _fast_path_reason() -> str | None:
@@ -42,57 +52,107 @@ def _fast_path_reason() -> str | None:
 def train_on_policy_population(
     population: list[Any],
     env: Any,
-    *args: Any,
-    batched_population: bool | str = False,
-    **kwargs: Any,
+    env_name: str = "",
+    algo: str = "",
+    *,
+    training: TrainingSpec,
+    tournament: Any = None,
+    mutation: Any = None,
+    env_factory: Any = None,
+    eval_env: Any = None,
+    run: RunContext | None = None,
 ) -> LoopResult:
-    """Train an on-policy population, batched where it can be.
+    """Train an on-policy population, batched where it can be (:func:`batching_mode`).
 
     Args:
         population: The agents.
         env: Vector env of agent 0.
-        *args: ``env_name`` and ``algo`` labels.
-        batched_population: ``True``: batch, warning with the reason when the
-            population cannot be; ``"auto"``: batch quietly where possible;
-            ``False``: one member after another.
-        **kwargs: :func:`~agilerl.training.train_on_policy.train_on_policy`'s arguments.
+        env_name: Label for logs.
+        algo: Label for logs.
+        training: The validated training spec (``batched_population``: ``True``
+            batches, warning with the reason when the population cannot be).
+        tournament: Selection operator (evolutionary HPO).
+        mutation: Mutation operator (evolutionary HPO).
+        env_factory: ``factory(seed=, num_envs=)`` making more vector envs.
+        eval_env: Evaluation env; made with ``env_factory`` when omitted (the
+            sequential loop only: a batched population evaluates in envs of its own).
+        run: Run directory, sinks, display and stop conditions.
+
+    Returns:
+        The run's result; it unpacks as ``population, fitnesses``.
     """
-    if batched_population:
+    mode = batching_mode(training)
+    common = {"training": training, "tournament": tournament, "mutation": mutation, "run": run}
+    if mode:
         reason = _fast_path_reason() or batched_on_policy.batched_on_policy_reason(
-            population, env, kwargs.get("env_factory"), kwargs.get("eval_env")
+            population, env, env_factory, eval_env
         )
-        if use_batched(reason, batched_population):
-            loop = batched_on_policy.train_on_policy_batched
-            return loop(population, env, *args, **_accepted(loop, kwargs))
-    return train_on_policy(population, env, *args, **kwargs)
+        if use_batched(reason, mode):
+            return batched_on_policy.train_on_policy_batched(
+                population, env, env_name, algo, env_factory=env_factory, **common
+            )
+    return train_on_policy(
+        population, env, env_name, algo, env_factory=env_factory, eval_env=eval_env, **common
+    )
 
 
 def train_off_policy_population(
     population: list[Any],
     env: Any,
-    *args: Any,
-    batched_population: bool | str = False,
-    **kwargs: Any,
+    env_name: str = "",
+    algo: str = "",
+    *,
+    training: TrainingSpec,
+    memory: Any,
+    n_step_memory: Any = None,
+    tournament: Any = None,
+    mutation: Any = None,
+    env_factory: Any = None,
+    eval_env: Any = None,
+    run: RunContext | None = None,
+    save_memory: bool = False,
 ) -> LoopResult:
     """Train an off-policy population, batched where it can be (see the on-policy twin).
 
     Args:
         population: The agents.
         env: Vector env of agent 0.
-        *args: ``env_name`` and ``algo`` labels.
-        batched_population: As for :func:`train_on_policy_population`.
-        **kwargs: :func:`~agilerl.training.train_off_policy.train_off_policy`'s arguments.
+        env_name: Label for logs.
+        algo: Label for logs.
+        training: The validated training spec.
+        memory: Replay buffer, or one per agent.
+        n_step_memory: N-step buffer, or one per agent.
+        tournament: Selection operator (evolutionary HPO).
+        mutation: Mutation operator (evolutionary HPO).
+        env_factory: ``factory(seed=, num_envs=)`` making more vector envs.
+        eval_env: Evaluation env (the sequential loop only).
+        run: Run directory, sinks, display and stop conditions.
+        save_memory: Store the replay memory in checkpoints.
+
+    Returns:
+        The run's result; it unpacks as ``population, fitnesses``.
     """
-    if batched_population:
+    mode = batching_mode(training)
+    if mode:
         reason = _fast_path_reason() or batched_off_policy.batched_off_policy_reason(
-            population,
-            env,
-            kwargs.get("memory"),
-            kwargs.get("n_step_memory"),
-            kwargs.get("env_factory"),
-            kwargs.get("eval_env"),
+            population, env, memory, n_step_memory, env_factory, eval_env
         )
-        if use_batched(reason, batched_population):
-            loop = batched_off_policy.train_off_policy_batched
-            return loop(population, env, *args, **_accepted(loop, kwargs))
-    return train_off_policy(population, env, *args, **kwargs)
+        if use_batched(reason, mode):
+            return batched_off_policy.train_off_policy_batched(
+                population,
+                env,
+                env_name,
+                algo,
+                training=training,
+                memory=memory,
+                tournament=tournament,
+                mutation=mutation,
+                env_factory=env_factory,
+                run=run,
+                save_memory=save_memory,
+            )
+    return train_off_policy(
+        population, env, env_name, algo, training=training, memory=memory,
+        n_step_memory=n_step_memory, tournament=tournament, mutation=mutation,
+        env_factory=env_factory, eval_env=eval_env, run=run, save_memory=save_memory,
+    )  # fmt: skip

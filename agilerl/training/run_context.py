@@ -52,8 +52,9 @@ class RunContext:
         stop_agreement: In a multi-process run, takes this process's "stop now"
             and returns whether any process stops (a collective every process
             calls at the same step); ``None`` in one process.
-        training: The manifest's validated training section (defaults for a direct
-            loop call); settings the engine and loops read that have no argument of their own.
+        training: The run's validated training section: a loop binds the spec it is given
+            here (:func:`~agilerl.training.engine.bind_training`), so the engine and
+            :class:`~agilerl.training.population_loop.PopulationLoop` read the same one.
         on_evaluation: Called after each evaluation of the population with the step
             (per member, the unit of ``max_steps``) and the run's best fitness so far;
             returning ``True`` stops the run as ``pruned`` (an Optuna trial's pruner).

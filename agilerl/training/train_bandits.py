@@ -21,12 +21,17 @@ from typing import Any
 
 import numpy as np
 
-from agilerl.training.engine import Members, run_population
+from agilerl.arena.models.training import TrainingSpec
+from agilerl.training.engine import Members, bind_training, run_population
 from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.results import LoopResult, mean_metrics
 from agilerl.training.run_context import RunContext
 
 REWARD_WINDOW = 50
+
+
+EPISODE_STEPS = 500
+"""Rows per evaluation when ``training`` sets neither ``eval_steps`` nor ``episode_steps``."""
 
 
 def train_bandits(
@@ -35,16 +40,8 @@ def train_bandits(
     env_name: str = "",
     algo: str = "",
     *,
+    training: TrainingSpec,
     memory: Any,
-    max_steps: int = 10_000,
-    evo_steps: int = 500,
-    eval_steps: int | None = None,
-    eval_loop: int = 1,
-    episode_steps: int = 500,
-    target: float | None = None,
-    checkpoint: int | None = None,
-    checkpoint_path: str | None = None,
-    overwrite_checkpoints: bool = False,
     tournament: Any = None,
     mutation: Any = None,
     env_factory: Any = None,
@@ -54,22 +51,18 @@ def train_bandits(
 ) -> LoopResult:
     """Train a population of contextual-bandit agents.
 
+    ``training.max_steps`` and ``training.evo_steps`` count pulls per agent; an
+    evaluation plays ``training.eval_loop`` repeats of ``training.eval_steps`` rows
+    (``training.episode_steps``, else :data:`EPISODE_STEPS`, when unset).
+
     Args:
         population: Agents with ``get_action(contexts, greedy=)``, ``learn``,
             ``test``, ``batch_size`` and ``learn_step``.
         env: A :class:`~agilerl.envs.bandits.BanditEnv` (agent 0 pulls in it).
         env_name: Label for logs.
         algo: Label for logs.
+        training: The validated training spec (``target_score``: a greedy accuracy).
         memory: Replay buffer of pulls (shared), or one per agent.
-        max_steps: Pulls per agent.
-        evo_steps: Pulls per agent between evaluations.
-        eval_steps: Rows per evaluation; ``episode_steps`` when ``None``.
-        eval_loop: Repeats of the evaluation rows.
-        episode_steps: Default rows per evaluation.
-        target: Stop when the greedy accuracy reaches this.
-        checkpoint: Population pulls between checkpoints.
-        checkpoint_path: Unused locally (checkpoints go to the run directory).
-        overwrite_checkpoints: Keep only the newest checkpoint.
         tournament: Selection operator (evolutionary HPO).
         mutation: Mutation operator (evolutionary HPO).
         env_factory: ``factory(seed=)`` making the other agents' bandits; by
@@ -81,7 +74,7 @@ def train_bandits(
     Returns:
         The population and each agent's last fitness (greedy accuracy).
     """
-    run = run or RunContext.ephemeral()
+    run = bind_training(run, training)
     make = env_factory or (lambda seed=None, num_envs=None: env.copy(seed=seed))
     envs = [env] + [make(seed=run.seed + 1000 * i) for i in range(1, len(population))]
     evaluation = eval_env if eval_env is not None else env.copy(seed=run.seed + 99_991)
@@ -96,13 +89,13 @@ def train_bandits(
     generation = resumed.generation if resumed is not None else 0
     contexts = [e.reset(seed=run.seed + 7919 * generation + i) for i, e in enumerate(envs)]
     members = BanditMembers(
-        envs, contexts, memories, evaluation, run.seed, eval_steps or episode_steps, eval_loop,
+        envs, contexts, memories, evaluation, run.seed,
+        training.eval_steps or training.episode_steps or EPISODE_STEPS, training.eval_loop,
         plots=run.run_dir.plots_dir if run.run_dir is not None else None,
         title=f"{algo} {env_name}".strip(),
     )  # fmt: skip
     return run_population(
-        population, members, run, max_steps=max_steps, evo_steps=evo_steps, target=target,
-        checkpoint=checkpoint, tournament=tournament, mutation=mutation,
+        population, members, run, training, tournament=tournament, mutation=mutation,
         label=f"{algo} {env_name}".strip(),
     )  # fmt: skip
 

@@ -27,10 +27,11 @@ from gymnasium import spaces
 
 from agilerl.algorithms.core.multi_agent import MultiAgentAlgorithm
 from agilerl.algorithms.ippo import IPPO
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
 from agilerl.envs.pettingzoo import PettingZooVectorEnv
 from agilerl.networks import masking
-from agilerl.training.engine import Members, run_population
+from agilerl.training.engine import Members, bind_training, run_population
 from agilerl.training.evaluation import episode_stats
 from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.results import LoopResult
@@ -451,13 +452,7 @@ def train_multi_agent_on_policy(
     env_name: str = "",
     algo: str = "",
     *,
-    max_steps: int,
-    evo_steps: int,
-    eval_loop: int = 1,
-    eval_steps: int | None = None,
-    sum_scores: bool = True,
-    target: float | None = None,
-    checkpoint: int | None = None,
+    training: TrainingSpec,
     tournament: Any = None,
     mutation: Any = None,
     env_factory: Any = None,
@@ -466,19 +461,16 @@ def train_multi_agent_on_policy(
 ) -> LoopResult:
     """Train a population of IPPO agents (see the module docstring).
 
+    A rollout that would pass ``training.max_steps`` is not started; the fitness
+    is summed over agents unless ``training.sum_scores`` is false (then averaged).
+
     Args:
         population: The agents.
         env: One vector env per member, or one shared by all (each member's
             turn starts from a reset).
         env_name: Label for logs.
         algo: Label for logs.
-        max_steps: Env steps per member; a rollout that would pass it is not started.
-        evo_steps: Env steps per member between evaluations (and evolution).
-        eval_loop: Evaluation episodes per eval-env copy.
-        eval_steps: Cap on vector steps per evaluation; ``None`` runs whole episodes.
-        sum_scores: Fitness summed over agents, else averaged.
-        target: Stop once an evaluation reaches this.
-        checkpoint: Population env steps between checkpoints (``None``: every generation).
+        training: The validated training spec (budget, evaluation, target, checkpoints).
         tournament: Selection operator (evolutionary HPO).
         mutation: Mutation operator (evolutionary HPO).
         env_factory: Makes the evaluation env (``factory(seed=)``) unless ``eval_env``
@@ -489,17 +481,17 @@ def train_multi_agent_on_policy(
     Returns:
         The run's result; it unpacks as ``population, fitnesses``.
     """
-    run = run or RunContext.ephemeral()
+    run = bind_training(run, training)
     if run.resume_state is None:
         torch.manual_seed(run.seed)
     members = OnPolicyMembers(
-        population, env, max_steps=max_steps, seed=run.seed, eval_env=eval_env,
-        env_factory=env_factory, eval_loop=eval_loop, eval_steps=eval_steps,
-        sum_scores=sum_scores, eval_copies=run.explicit("eval_max_concurrent_episodes"),
+        population, env, max_steps=training.max_steps, seed=run.seed, eval_env=eval_env,
+        env_factory=env_factory, eval_loop=training.eval_loop, eval_steps=training.eval_steps,
+        sum_scores=training.sum_scores is not False,
+        eval_copies=training.eval_max_concurrent_episodes,
     )  # fmt: skip
     return run_population(
-        population, members, run, max_steps=max_steps, evo_steps=evo_steps, target=target,
-        checkpoint=checkpoint, tournament=tournament, mutation=mutation,
+        population, members, run, training, tournament=tournament, mutation=mutation,
         label=f"{algo} {env_name}".strip(),
     )  # fmt: skip
 
@@ -510,16 +502,9 @@ def train_multi_agent_off_policy(
     env_name: str = "",
     algo: str = "",
     *,
-    max_steps: int,
-    evo_steps: int,
+    training: TrainingSpec,
     memory_size: int = 100_000,
-    learning_delay: int = 0,
     save_memory: bool = False,
-    eval_loop: int = 1,
-    eval_steps: int | None = None,
-    sum_scores: bool = True,
-    target: float | None = None,
-    checkpoint: int | None = None,
     tournament: Any = None,
     mutation: Any = None,
     env_factory: Any = None,
@@ -529,25 +514,19 @@ def train_multi_agent_off_policy(
     """Train a population of MADDPG/MATD3 agents from one shared replay buffer.
 
     One ``learn(batch)`` every ``spec.learn_step`` env steps once the buffer
-    holds ``max(learning_delay, batch_size)`` transitions.
+    holds ``max(training.learning_delay, batch_size)`` transitions.
 
     Args:
         population: The agents.
         env: One vector env per member, or one shared by all.
         env_name: Label for logs.
         algo: Label for logs.
-        max_steps: Env steps per member.
-        evo_steps: Env steps per member between evaluations.
-        memory_size: Replay capacity (joint transitions).
-        learning_delay: Env steps collected before learning starts.
+        training: The validated training spec (budget, evaluation, target, checkpoints,
+            learning delay, ``sum_scores``).
+        memory_size: Replay capacity (joint transitions; ``replay_buffer.max_size``).
         save_memory: Every checkpoint stores the replay buffer, and a stop drops
             the partial generation (a resume equals the uninterrupted run).
             Otherwise only a checkpoint made as the run stops early stores it.
-        eval_loop: Evaluation episodes per eval-env copy.
-        eval_steps: Cap on vector steps per evaluation; ``None`` runs whole episodes.
-        sum_scores: Fitness summed over agents, else averaged.
-        target: Stop once an evaluation reaches this.
-        checkpoint: Population env steps between checkpoints (``None``: every generation).
         tournament: Selection operator (evolutionary HPO).
         mutation: Mutation operator (evolutionary HPO).
         env_factory: Makes the evaluation env unless ``eval_env`` is given.
@@ -557,7 +536,7 @@ def train_multi_agent_off_policy(
     Returns:
         The run's result; it unpacks as ``population, fitnesses``.
     """
-    run = run or RunContext.ephemeral()
+    run = bind_training(run, training)
     if run.resume_state is None:
         torch.manual_seed(run.seed)
     memory = make_replay_buffer(population[0], memory_size, run.seed)
@@ -567,14 +546,13 @@ def train_multi_agent_off_policy(
     run.memory_provider = lambda: [memory.state_dict()]
     run.memory_every_checkpoint = save_memory
     members = OffPolicyMembers(
-        population, env, memory=memory, learning_delay=learning_delay, max_steps=max_steps,
-        exact_stops=save_memory,
-        seed=run.seed, eval_env=eval_env, env_factory=env_factory, eval_loop=eval_loop,
-        eval_steps=eval_steps, sum_scores=sum_scores,
-        eval_copies=run.explicit("eval_max_concurrent_episodes"),
+        population, env, memory=memory, learning_delay=training.learning_delay or 0,
+        max_steps=training.max_steps, exact_stops=save_memory,
+        seed=run.seed, eval_env=eval_env, env_factory=env_factory, eval_loop=training.eval_loop,
+        eval_steps=training.eval_steps, sum_scores=training.sum_scores is not False,
+        eval_copies=training.eval_max_concurrent_episodes,
     )  # fmt: skip
     return run_population(
-        population, members, run, max_steps=max_steps, evo_steps=evo_steps, target=target,
-        checkpoint=checkpoint, tournament=tournament, mutation=mutation,
+        population, members, run, training, tournament=tournament, mutation=mutation,
         label=f"{algo} {env_name}".strip(),
     )  # fmt: skip

@@ -7,13 +7,26 @@ from typing import Any
 
 import numpy as np
 
-from agilerl.training.engine import EnvMembers, run_population
+from agilerl.arena.models.training import TrainingSpec
+from agilerl.training.engine import EnvMembers, bind_training, run_population
 from agilerl.training.evaluation import PopulationEnvs
 from agilerl.training.off_policy_memory import Memory
 from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.results import LoopResult, mean_metrics
 from agilerl.training.run_context import RunContext
 from agilerl.training.transitions import EpisodeTracker, real_next_obs
+
+EPSILON_DEFAULTS = {"eps_start": 1.0, "eps_end": 0.05, "eps_decay": 0.999}
+"""The epsilon-greedy schedule of a training spec that leaves ``eps_*`` unset."""
+
+
+def epsilon_schedule(training: TrainingSpec) -> tuple[float, float, float]:
+    """``(eps_start, eps_end, eps_decay)`` of ``training``, defaults where unset."""
+    start, end, decay = (
+        default if getattr(training, name) is None else getattr(training, name)
+        for name, default in EPSILON_DEFAULTS.items()
+    )
+    return start, end, decay
 
 
 def train_off_policy(
@@ -22,20 +35,9 @@ def train_off_policy(
     env_name: str = "",
     algo: str = "",
     *,
+    training: TrainingSpec,
     memory: Any,
     n_step_memory: Any = None,
-    max_steps: int = 1_000_000,
-    evo_steps: int = 10_000,
-    eval_steps: int | None = None,
-    eval_loop: int = 1,
-    learning_delay: int = 0,
-    eps_start: float = 1.0,
-    eps_end: float = 0.05,
-    eps_decay: float = 0.999,
-    target: float | None = None,
-    checkpoint: int | None = None,
-    checkpoint_path: str | None = None,
-    overwrite_checkpoints: bool = False,
     tournament: Any = None,
     mutation: Any = None,
     env_factory: Any = None,
@@ -49,29 +51,20 @@ def train_off_policy(
     Rainbow, exploration noise for DDPG/TD3), the transitions go into the
     replay memory (shared by the population unless ``memory`` is a list, one
     per agent), and the agent learns once per ``learn_step`` env steps once
-    the memory holds a batch and ``learning_delay`` steps have passed. PER's
-    ``beta`` is annealed to 1 over ``max_steps``. Evaluation, stopping,
-    checkpoints and evolution happen every ``evo_steps`` as in the on-policy loop.
+    the memory holds a batch and ``training.learning_delay`` steps have passed.
+    PER's ``beta`` is annealed to 1 over ``training.max_steps``. Evaluation,
+    stopping, checkpoints and evolution happen every ``training.evo_steps`` as
+    in the on-policy loop.
 
     Args:
         population: Agents with ``get_action``, ``learn``, ``test``.
         env: Vector env of agent 0 (SAME_STEP autoreset).
         env_name: Label for logs.
         algo: Label for logs.
+        training: The validated training spec (budget, evaluation, target, checkpoints,
+            learning delay and the epsilon schedule: :data:`EPSILON_DEFAULTS` where unset).
         memory: Replay buffer (``init_buffer``), or one per agent.
         n_step_memory: N-step buffer for PER + n-step (``init_n_step_buffer``), or one per agent.
-        max_steps: Env steps per agent.
-        evo_steps: Env steps per agent between evaluations.
-        eval_steps: Step cap per evaluation; ``None`` runs whole episodes.
-        eval_loop: Episodes per evaluation.
-        learning_delay: Env steps before the first update.
-        eps_start: Initial epsilon (DQN).
-        eps_end: Final epsilon.
-        eps_decay: Multiplicative decay per vector step.
-        target: Stop when an evaluation reaches this.
-        checkpoint: Population env steps between checkpoints.
-        checkpoint_path: Unused locally (checkpoints go to the run directory).
-        overwrite_checkpoints: Keep only the newest checkpoint.
         tournament: Selection operator (evolutionary HPO).
         mutation: Mutation operator (evolutionary HPO).
         env_factory: ``factory(seed=, num_envs=)`` for more envs.
@@ -82,16 +75,16 @@ def train_off_policy(
     Returns:
         The run's result; it unpacks as ``population, fitnesses``.
     """
-    run = run or RunContext.ephemeral()
+    run = bind_training(run, training)
     envs = PopulationEnvs(
         len(population),
         env,
         env_factory,
         eval_env,
         seed=run.seed,
-        eval_loop=eval_loop,
-        eval_steps=eval_steps,
-        max_concurrent=run.explicit("eval_max_concurrent_episodes"),
+        eval_loop=training.eval_loop,
+        eval_steps=training.eval_steps,
+        max_concurrent=training.eval_max_concurrent_episodes,
     )
     shared = not isinstance(memory, list)
     memories = (
@@ -107,13 +100,14 @@ def train_off_policy(
             mem.load_state_dict(mem_state)
     run.memory_provider = lambda: [m.state_dict() for m in memories]
     run.memory_every_checkpoint = save_memory
+    eps_start, eps_end, eps_decay = epsilon_schedule(training)
     members = OffPolicyMembers(
-        envs, memories, run, max_steps=max_steps, learning_delay=learning_delay,
-        eps_start=eps_start, eps_end=eps_end, eps_decay=eps_decay, exact_stops=save_memory,
+        envs, memories, run, max_steps=training.max_steps,
+        learning_delay=training.learning_delay or 0, eps_start=eps_start, eps_end=eps_end,
+        eps_decay=eps_decay, exact_stops=save_memory,
     )  # fmt: skip
     return run_population(
-        population, members, run, max_steps=max_steps, evo_steps=evo_steps, target=target,
-        checkpoint=checkpoint, tournament=tournament, mutation=mutation,
+        population, members, run, training, tournament=tournament, mutation=mutation,
         label=f"{algo} {env_name}".strip(),
     )  # fmt: skip
 

@@ -16,8 +16,9 @@ from typing import Any
 import gymnasium as gym
 
 from agilerl.arena.models.errors import ConfigError
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.envs.offline import OfflineDataset, check_dataset, load_offline_dataset
-from agilerl.training.engine import Members, run_population
+from agilerl.training.engine import Members, bind_training, run_population
 from agilerl.training.evaluation import eval_layout
 from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.results import LoopResult, mean_metrics
@@ -50,19 +51,12 @@ def train_offline(
     env_name: str = "",
     algo: str = "",
     *,
+    training: TrainingSpec,
     memory: Any,
     dataset: OfflineDataset | None = None,
     minari_dataset_id: str | None = None,
     dataset_path: str | None = None,
     remote: bool = False,
-    max_steps: int = 10_000,
-    evo_steps: int = 1_000,
-    eval_steps: int | None = None,
-    eval_loop: int = 10,
-    target: float | None = None,
-    checkpoint: int | None = None,
-    checkpoint_path: str | None = None,
-    overwrite_checkpoints: bool = False,
     tournament: Any = None,
     mutation: Any = None,
     env_factory: Any = None,
@@ -72,26 +66,21 @@ def train_offline(
 ) -> LoopResult:
     """Train a population of offline agents from one dataset.
 
+    ``training.max_steps`` and ``training.evo_steps`` count gradient steps per agent.
+
     Args:
         population: Agents with ``learn(batch)``, ``test`` and ``batch_size``.
         env: The live env to evaluate in (a gymnasium vector env), or ``None``
             to make one from the dataset's env id.
         env_name: Label for logs.
         algo: Label for logs.
+        training: The validated training spec (budget, evaluation, target, checkpoints).
         memory: Replay buffer to hold the dataset (shared), or one per agent.
         dataset: A loaded dataset; else it is read from ``minari_dataset_id``
             or ``dataset_path``.
         minari_dataset_id: Minari dataset id.
         dataset_path: HDF5/.npz MDP file.
         remote: Download a Minari dataset that is not stored locally.
-        max_steps: Gradient steps per agent.
-        evo_steps: Gradient steps per agent between evaluations.
-        eval_steps: Step cap per evaluation; ``None`` runs whole episodes.
-        eval_loop: Evaluation episodes.
-        target: Stop when an evaluation reaches this.
-        checkpoint: Population gradient steps between checkpoints.
-        checkpoint_path: Unused locally (checkpoints go to the run directory).
-        overwrite_checkpoints: Keep only the newest checkpoint.
         tournament: Selection operator (evolutionary HPO).
         mutation: Mutation operator (evolutionary HPO).
         env_factory: ``factory(seed=, num_envs=)`` making the evaluation env.
@@ -105,12 +94,12 @@ def train_offline(
     Raises:
         ConfigError: If the dataset is missing or does not fit the env.
     """
-    run = run or RunContext.ephemeral()
+    run = bind_training(run, training)
     if dataset is None:
         dataset = load_offline_dataset(
             minari_dataset_id=minari_dataset_id, dataset_path=dataset_path, remote=remote
         )
-    copies, episodes = eval_layout(eval_loop, run.explicit("eval_max_concurrent_episodes"))
+    copies, episodes = eval_layout(training.eval_loop, training.eval_max_concurrent_episodes)
     evaluation, owned = _eval_env(env, eval_env, env_factory, dataset, run.seed, copies)
     obs_space = getattr(evaluation, "single_observation_space", evaluation.observation_space)
     act_space = getattr(evaluation, "single_action_space", evaluation.action_space)
@@ -119,10 +108,9 @@ def train_offline(
     for mem in memories:
         if len(mem) == 0:
             dataset.fill(mem)
-    members = OfflineMembers(memories, evaluation, owned, run.seed, eval_steps, episodes)
+    members = OfflineMembers(memories, evaluation, owned, run.seed, training.eval_steps, episodes)
     return run_population(
-        population, members, run, max_steps=max_steps, evo_steps=evo_steps, target=target,
-        checkpoint=checkpoint, tournament=tournament, mutation=mutation,
+        population, members, run, training, tournament=tournament, mutation=mutation,
         label=f"{algo} {env_name}".strip(),
     )  # fmt: skip
 

@@ -6,9 +6,10 @@ from typing import Any
 
 import numpy as np
 
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.training.collect import collect_rollouts
 from agilerl.training.collect_recurrent import collect_recurrent_rollouts
-from agilerl.training.engine import EnvMembers, run_population
+from agilerl.training.engine import EnvMembers, bind_training, run_population
 from agilerl.training.evaluation import PopulationEnvs
 from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.results import LoopResult, mean_metrics
@@ -21,14 +22,7 @@ def train_on_policy(
     env_name: str = "",
     algo: str = "",
     *,
-    max_steps: int = 1_000_000,
-    evo_steps: int = 10_000,
-    eval_steps: int | None = None,
-    eval_loop: int = 1,
-    target: float | None = None,
-    checkpoint: int | None = None,
-    checkpoint_path: str | None = None,
-    overwrite_checkpoints: bool = False,
+    training: TrainingSpec,
     tournament: Any = None,
     mutation: Any = None,
     env_factory: Any = None,
@@ -38,25 +32,19 @@ def train_on_policy(
     """Train a population of on-policy agents side by side.
 
     Each agent collects ``learn_step`` env steps, learns, and repeats until it
-    has taken ``evo_steps`` more steps; then every agent is evaluated (greedy,
-    ``eval_loop`` episodes on a separate env), metrics are written, and (with
-    ``tournament`` and ``mutation``) the population evolves. The run stops at
-    ``max_steps`` per agent, when an evaluation reaches ``target``, after the
-    context's ``max_wall_seconds``, or on SIGTERM/SIGUSR1 (after a checkpoint).
+    has taken ``training.evo_steps`` more steps; then every agent is evaluated
+    (greedy, ``training.eval_loop`` episodes of at most ``training.eval_steps``
+    steps on a separate env), metrics are written, and (with ``tournament`` and
+    ``mutation``) the population evolves. The run stops at ``training.max_steps``
+    per agent, when an evaluation reaches ``training.target_score``, after
+    ``training.max_wall_seconds``, or on SIGTERM/SIGUSR1 (after a checkpoint).
 
     Args:
         population: Agents with ``create_rollout_buffer``, ``learn`` and ``test``.
         env: Vector env of agent 0 (SAME_STEP autoreset).
         env_name: Label for logs.
         algo: Label for logs.
-        max_steps: Env steps per agent.
-        evo_steps: Env steps per agent between evaluations.
-        eval_steps: Step cap per evaluation; ``None`` runs whole episodes.
-        eval_loop: Episodes per evaluation.
-        target: Stop when an evaluation reaches this.
-        checkpoint: Env steps (whole population) between checkpoints.
-        checkpoint_path: Unused locally (checkpoints go to the run directory).
-        overwrite_checkpoints: Keep only the newest checkpoint.
+        training: The validated training spec (budget, evaluation, target, checkpoints).
         tournament: Selection operator (evolutionary HPO).
         mutation: Mutation operator (evolutionary HPO).
         env_factory: ``factory(seed=, num_envs=)`` making more vector envs
@@ -67,20 +55,19 @@ def train_on_policy(
     Returns:
         The run's result; it unpacks as ``population, fitnesses``.
     """
-    run = run or RunContext.ephemeral()
+    run = bind_training(run, training)
     envs = PopulationEnvs(
         len(population),
         env,
         env_factory,
         eval_env,
         seed=run.seed,
-        eval_loop=eval_loop,
-        eval_steps=eval_steps,
-        max_concurrent=run.explicit("eval_max_concurrent_episodes"),
+        eval_loop=training.eval_loop,
+        eval_steps=training.eval_steps,
+        max_concurrent=training.eval_max_concurrent_episodes,
     )
     return run_population(
-        population, OnPolicyMembers(envs, run.seed), run, max_steps=max_steps,
-        evo_steps=evo_steps, target=target, checkpoint=checkpoint, tournament=tournament,
+        population, OnPolicyMembers(envs, run.seed), run, training, tournament=tournament,
         mutation=mutation, label=f"{algo} {env_name}".strip(),
     )  # fmt: skip
 

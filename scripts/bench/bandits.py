@@ -30,6 +30,7 @@ from agilerl.algorithms.neural_ucb import NeuralUCB  # noqa: E402
 from agilerl.arena.models.algorithms.neural_ts import NeuralTSSpec  # noqa: E402
 from agilerl.arena.models.algorithms.neural_ucb import NeuralUCBSpec  # noqa: E402
 from agilerl.arena.models.env import BanditEnvSpec  # noqa: E402
+from agilerl.arena.models.training import TrainingSpec  # noqa: E402
 from agilerl.components.replay_buffer import ReplayBuffer  # noqa: E402
 from agilerl.envs.bandits import make_bandit_env  # noqa: E402
 from agilerl.training.run_context import RunContext  # noqa: E402
@@ -42,7 +43,8 @@ def neural(cls, spec, env, steps: int, seed: int) -> float:
     memory = ReplayBuffer(steps, observation_space=env.observation_space,
                           action_space=env.action_space, seed=seed)  # fmt: skip
     run = RunContext.ephemeral(seed)
-    train_bandits([agent], env, "", "", memory=memory, max_steps=steps, evo_steps=steps, run=run)
+    training = TrainingSpec(max_steps=steps, evo_steps=steps)
+    train_bandits([agent], env, "", "", training=training, memory=memory, run=run)
     return run.extra_state["member_trainer"]["regret"][0]
 
 

@@ -70,6 +70,7 @@ def run_ours(path: Path, steps: int, every: int, episodes: int, seed: int, batch
 
     from agilerl.algorithms.cqn import CQN
     from agilerl.arena.models.algorithms.cqn import CQNSpec
+    from agilerl.arena.models.training import TrainingSpec
     from agilerl.components.replay_buffer import ReplayBuffer
     from agilerl.envs.offline import load_mdp_file
     from agilerl.training.run_context import RunContext
@@ -83,9 +84,9 @@ def run_ours(path: Path, steps: int, every: int, episodes: int, seed: int, batch
     memory = ReplayBuffer(200_000, observation_space=env.single_observation_space,
                           action_space=env.single_action_space, seed=seed)  # fmt: skip
     start = time.perf_counter()
-    train_offline([agent], env, "CartPole-v1", "CQN", memory=memory, dataset=load_mdp_file(path),
-                  max_steps=steps, evo_steps=every, eval_loop=episodes,
-                  run=RunContext.ephemeral(seed))  # fmt: skip
+    training = TrainingSpec(max_steps=steps, evo_steps=every, eval_loop=episodes)
+    train_offline([agent], env, "CartPole-v1", "CQN", training=training, memory=memory,
+                  dataset=load_mdp_file(path), run=RunContext.ephemeral(seed))  # fmt: skip
     env.close()
     return {"scores": list(agent.fitness), "seconds": time.perf_counter() - start}
 

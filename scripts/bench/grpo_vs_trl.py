@@ -62,12 +62,13 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from agilerl.arena.models.algorithms import GRPOSpec  # noqa: E402
+from agilerl.arena.models.training import TrainingSpec  # noqa: E402
 from agilerl.builders.llm import LLMBuilder  # noqa: E402
 from agilerl.llm.model import load_tokenizer  # noqa: E402
 from agilerl.llm.rewards import digit_fraction_reward  # noqa: E402
 from agilerl.llm.rollout_env import PromptEpisode, RolloutEnv  # noqa: E402
 from agilerl.llm.tiny import build_tiny_llm  # noqa: E402
-from agilerl.training.llm.train_llm_rollout import train_llm_rollout  # noqa: E402
+from agilerl.training.llm.train_llm_rollout import EngineLayout, train_llm_rollout  # noqa: E402
 
 PROMPTS = [
     "Write a number.",
@@ -124,14 +125,19 @@ def run_agilerl(model: Path, rounds: int, backend: str) -> dict[str, Any]:
         return PromptEpisode(messages, row, digit_fraction_reward)
 
     env = RolloutEnv(train=rows, test=rows, make_episode=episode, tokenizer=tokenizer)
-    mode = {"rollout_mode": "async", "engine_threads": 1} if backend == "vllm-async" else {}
+    asynchronous = backend == "vllm-async"
+    training = TrainingSpec(
+        max_steps=rounds,
+        evaluation_interval=rounds,
+        eval_samples_per_task=1,
+        rollout_mode="async" if asynchronous else "colocated",
+        rollout_engines_per_agent=1 if asynchronous else 0,
+    )
+    layout = EngineLayout(engines=1, threads=1) if asynchronous else None
     with tempfile.TemporaryDirectory() as run_dir:
         start, cpu = time.perf_counter(), time.process_time()
         # One generation of `rounds` rounds: an async engine overlaps every round after the first.
-        train_llm_rollout(
-            [agent], env, max_steps=rounds, evaluation_interval=rounds, eval_rows=1,
-            run_dir=run_dir, **mode,
-        )  # fmt: skip
+        train_llm_rollout([agent], env, training=training, engine_layout=layout, run_dir=run_dir)
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
         table = list(csv.DictReader((Path(run_dir) / "rewards.csv").open()))
     seconds = [float(r["rollout_seconds"]) + float(r["learn_seconds"]) for r in table]

@@ -134,6 +134,7 @@ def run_ours(
     from agilerl.arena.models.algorithms.ippo import IPPOSpec
     from agilerl.arena.models.algorithms.matd3 import MATD3Spec
     from agilerl.arena.models.env import PettingZooEnvSpec
+    from agilerl.arena.models.training import TrainingSpec
     from agilerl.envs.pettingzoo import make_vector_env
     from agilerl.evaluate_multi_agent import run_multi_agent_episodes
     from agilerl.training.numerics import denormals_flushed
@@ -157,23 +158,23 @@ def run_ours(
     start = time.perf_counter()
     with denormals_flushed(flush):  # LocalTrainer (train.py) flushes them by default
         if algo == "IPPO":
+            training = TrainingSpec(max_steps=steps, evo_steps=steps)
             train_multi_agent_on_policy(
-                [agent], env, max_steps=steps, evo_steps=steps, run=RunContext.ephemeral(seed)
+                [agent], env, training=training, run=RunContext.ephemeral(seed)
             )
         else:
+            training = TrainingSpec(max_steps=steps, evo_steps=steps, learning_delay=LEARNING_DELAY)
             train_multi_agent_off_policy(
                 [agent],
                 env,
-                max_steps=steps,
-                evo_steps=steps,
+                training=training,
                 memory_size=MEMORY,
-                learning_delay=LEARNING_DELAY,
                 run=RunContext.ephemeral(seed),
             )
     wall = time.perf_counter() - start
     env.close()
     env_spec = PettingZooEnvSpec(name=ENV, env_config=config)
-    returns, _, _ = run_multi_agent_episodes(agent, env_spec, episodes=episodes, seed=seed + 5000)
+    returns, _ = run_multi_agent_episodes(agent, env_spec, episodes=episodes, seed=seed + 5000)
     return {"steps": agent.steps, "wall": wall, "returns": returns}
 
 

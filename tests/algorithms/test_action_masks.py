@@ -14,6 +14,7 @@ from agilerl.algorithms.dqn import dqn_loss
 from agilerl.arena.models.algorithms.dqn import DQNSpec
 from agilerl.arena.models.algorithms.ppo import PPOSpec
 from agilerl.arena.models.algorithms.rainbow_dqn import RainbowDQNSpec
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.components.replay_buffer import ReplayBuffer
 from agilerl.training.collect import collect_rollouts
 from agilerl.training.collect_recurrent import collect_recurrent_rollouts
@@ -191,8 +192,11 @@ def test_off_policy_training_never_takes_a_masked_action(name: str, info_mask: b
     agent = AGENTS[name]()
     memory = ReplayBuffer(500, observation_space=env.single_observation_space, action_space=ACTIONS)
     result = train_off_policy(
-        [agent], env, memory=memory, max_steps=240, evo_steps=120, eval_steps=12,
-        eps_start=1.0, eps_end=0.5, eps_decay=0.99, env_factory=_factory(info_mask),
+        [agent], env, memory=memory, env_factory=_factory(info_mask),
+        training=TrainingSpec(
+            max_steps=240, evo_steps=120, eval_steps=12, eps_start=1.0, eps_end=0.5,
+            eps_decay=0.99,
+        ),
     )  # fmt: skip
     assert agent.num_updates > 0 and np.isfinite(result.fitnesses).all()
 
@@ -203,7 +207,10 @@ def test_on_policy_training_never_takes_a_masked_action(recurrent: bool, info_ma
     env = _factory(info_mask)()
     agent = _ppo(recurrent)
     result = train_on_policy(
-        [agent], env, max_steps=256, evo_steps=128, eval_steps=12, env_factory=_factory(info_mask)
+        [agent],
+        env,
+        training=TrainingSpec(max_steps=256, evo_steps=128, eval_steps=12),
+        env_factory=_factory(info_mask),
     )
     assert agent.num_updates > 0 and np.isfinite(result.fitnesses).all()
 

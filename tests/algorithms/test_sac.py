@@ -133,7 +133,7 @@ def test_entropy_tuning_moves_alpha_towards_the_target(target: float, direction:
 def test_the_temperature_gradient_is_autograd_s_of_the_temperature_loss() -> None:
     agent = _agent(target_entropy=-0.5)
     samples: list[torch.Tensor] = []
-    sample = agent.actor.sample
+    sample = agent._sample  # the policy samples of learn() (noise from the agent's generator)
 
     def recording_sample(*args: object, **kwargs: object) -> tuple[torch.Tensor, torch.Tensor]:
         action, log_prob = sample(*args, **kwargs)
@@ -147,7 +147,7 @@ def test_the_temperature_gradient_is_autograd_s_of_the_temperature_loss() -> Non
         grads.append(agent.log_alpha.grad.detach().clone())
         step()
 
-    agent.actor.sample = recording_sample
+    agent._sample = recording_sample
     agent.alpha_optimizer.step = recording_step
     log_alpha = agent.log_alpha.detach().clone().requires_grad_(True)
     out = agent.learn(_batch())

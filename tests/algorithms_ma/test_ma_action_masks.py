@@ -11,6 +11,7 @@ from agilerl.algorithms import IPPO, MADDPG, MATD3
 from agilerl.arena.models.algorithms.ippo import IPPOSpec
 from agilerl.arena.models.algorithms.maddpg import MADDPGSpec
 from agilerl.arena.models.algorithms.matd3 import MATD3Spec
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.components.memory import estimate_buffer_bytes
 from agilerl.envs.pettingzoo import PettingZooVectorEnv
 from agilerl.training.train_multi_agent import (
@@ -74,7 +75,11 @@ def test_off_policy_training_never_takes_a_masked_action(name: str) -> None:
     env = _venv()
     agent = AGENTS[name](env.observation_spaces, env.action_spaces)
     result = train_multi_agent_off_policy(
-        [agent], env, max_steps=300, evo_steps=150, memory_size=500, env_factory=_venv
+        [agent],
+        env,
+        training=TrainingSpec(max_steps=300, evo_steps=150),
+        memory_size=500,
+        env_factory=_venv,
     )
     assert agent.num_updates > 0 and np.isfinite(result.fitnesses).all()
 
@@ -83,7 +88,7 @@ def test_ippo_training_never_takes_a_masked_action() -> None:
     env = _venv()
     agent = AGENTS["ippo"](env.observation_spaces, env.action_spaces)
     result = train_multi_agent_on_policy(
-        [agent], env, max_steps=216, evo_steps=108, env_factory=_venv
+        [agent], env, training=TrainingSpec(max_steps=216, evo_steps=108), env_factory=_venv
     )
     assert agent.num_updates > 0 and np.isfinite(result.fitnesses).all()
 
@@ -164,9 +169,14 @@ def test_info_masks_move_into_the_observations(name: str) -> None:
     assert set(env.observation_spaces["a_0"].spaces) == {"observation", "action_mask"}
     agent = AGENTS[name](env.observation_spaces, env.action_spaces)
     if name == "ippo":
-        train_multi_agent_on_policy([agent], env, max_steps=108, evo_steps=108, env_factory=venv)
+        training = TrainingSpec(max_steps=108, evo_steps=108)
+        train_multi_agent_on_policy([agent], env, training=training, env_factory=venv)
     else:
         train_multi_agent_off_policy(
-            [agent], env, max_steps=150, evo_steps=150, memory_size=300, env_factory=venv
+            [agent],
+            env,
+            training=TrainingSpec(max_steps=150, evo_steps=150),
+            memory_size=300,
+            env_factory=venv,
         )
     assert agent.num_updates > 0

@@ -16,6 +16,7 @@ from agilerl.algorithms.matd3 import MATD3
 from agilerl.arena.models.algorithms.ippo import IPPOSpec
 from agilerl.arena.models.algorithms.maddpg import MADDPGSpec
 from agilerl.arena.models.algorithms.matd3 import MATD3Spec
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.envs.pettingzoo import make_vector_env
 from agilerl.training.checkpointing import CheckpointManager
 from agilerl.training.train_multi_agent import (
@@ -305,15 +306,17 @@ def _run(
     agents = [
         cls(spec, env.observation_spaces, env.action_spaces, index=i) for i in range(population)
     ]
-    kwargs: dict = dict(max_steps=200, evo_steps=100, eval_env=eval_env)
+    kwargs: dict = dict(eval_env=eval_env)
     if population > 1:
         evolution = make_evolution(spec, population, seed, no_mut=0.5, rl_hp_mut=0.5)
         kwargs.update(tournament=evolution.tournament, mutation=evolution.mutation)
     run = run_context(path, seed)
     if cls is IPPO:
-        result = train_multi_agent_on_policy(agents, env, run=run, **kwargs)
+        training = TrainingSpec(max_steps=200, evo_steps=100)
+        result = train_multi_agent_on_policy(agents, env, training=training, run=run, **kwargs)
     else:
-        result = train_multi_agent_off_policy(agents, env, learning_delay=50, run=run, **kwargs)
+        training = TrainingSpec(max_steps=200, evo_steps=100, learning_delay=50)
+        result = train_multi_agent_off_policy(agents, env, training=training, run=run, **kwargs)
     env.close()
     eval_env.close()
     return result
@@ -376,8 +379,8 @@ def test_each_generation_is_recorded_and_checkpointed(tmp_path) -> None:
         MATD3Spec(net_config=SMALL_NET, batch_size=16), env.observation_spaces, env.action_spaces
     )
     train_multi_agent_off_policy(
-        [agent], env, max_steps=100, evo_steps=50, learning_delay=20, eval_env=env,
-        run=run_context(tmp_path, 1),
+        [agent], env, training=TrainingSpec(max_steps=100, evo_steps=50, learning_delay=20),
+        eval_env=env, run=run_context(tmp_path, 1),
     )  # fmt: skip
     assert [row["generation"] for row in table(tmp_path)] == ["1", "2"]
     steps = sorted(p.name for p in (tmp_path / "checkpoints").glob("step_*"))
@@ -396,7 +399,8 @@ def test_ippo_shared_critic_input_sees_every_observation() -> None:
     assert agent.critics["speaker_0"][0].in_features == 3 + 11
     assert agent.critics["listener_0"][0].in_features == 3 + 11
     assert agent.actors["speaker_0"][0].in_features == 3
-    train_multi_agent_on_policy([agent], env, max_steps=100, evo_steps=100, eval_env=env)
+    training = TrainingSpec(max_steps=100, evo_steps=100)
+    train_multi_agent_on_policy([agent], env, training=training, eval_env=env)
     assert agent.scores and all(math.isfinite(s) for s in agent.scores)
     env.close()
 
@@ -410,10 +414,11 @@ def test_shared_policies_train_on_simple_spread(cls, spec_cls) -> None:
         spec = spec_cls(net_config=SMALL_NET, share_policies=True, learn_step=2, batch_size=16)
     agent = cls(spec, env.observation_spaces, env.action_spaces)
     before = [p.clone() for p in agent.actors["agent"].parameters()]
+    training = TrainingSpec(max_steps=100, evo_steps=100)
     if cls is IPPO:
-        train_multi_agent_on_policy([agent], env, max_steps=100, evo_steps=100)
+        train_multi_agent_on_policy([agent], env, training=training)
     else:
-        train_multi_agent_off_policy([agent], env, max_steps=100, evo_steps=100)
+        train_multi_agent_off_policy([agent], env, training=training)
     after = list(agent.actors["agent"].parameters())
     assert any(not torch.equal(a, b) for a, b in zip(after, before, strict=True))
     assert all(torch.isfinite(p).all() for p in after)

@@ -21,6 +21,7 @@ from agilerl.algorithms.matd3 import MATD3
 from agilerl.arena.models.algorithms.ippo import IPPOSpec
 from agilerl.arena.models.algorithms.maddpg import MADDPGSpec
 from agilerl.arena.models.algorithms.matd3 import MATD3Spec
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.envs.pettingzoo import make_vector_env
 from agilerl.training.train_multi_agent import (
     evaluate_multi_agent,
@@ -108,7 +109,8 @@ def test_ippo_learns_discrete_speaker_listener_within_160k_steps(baselines) -> N
         torch.manual_seed(seed)
         agent = IPPO(_spec(IPPOSpec, preset), env.observation_spaces, env.action_spaces)
         evo_steps = preset["training"]["evo_steps"]
-        train_multi_agent_on_policy([agent], env, max_steps=budget, evo_steps=evo_steps)
+        training = TrainingSpec(max_steps=budget, evo_steps=evo_steps)
+        train_multi_agent_on_policy([agent], env, training=training)
         env.close()
         assert agent.steps <= budget
         scores.append(_greedy_return(agent, continuous=False))
@@ -143,10 +145,12 @@ def test_off_policy_learns_speaker_listener_within_60k_steps(
         train_multi_agent_off_policy(
             [agent],
             env,
-            max_steps=60_000,
-            evo_steps=6_000,
+            training=TrainingSpec(
+                max_steps=60_000,
+                evo_steps=6_000,
+                learning_delay=conf["training"]["learning_delay"],
+            ),
             memory_size=conf["replay_buffer"]["max_size"],
-            learning_delay=conf["training"]["learning_delay"],
         )
         env.close()
         assert agent.steps <= 60_000

@@ -15,6 +15,7 @@ from agilerl.algorithms.ippo import IPPO
 from agilerl.algorithms.matd3 import MATD3
 from agilerl.arena.models.algorithms.ippo import IPPOSpec
 from agilerl.arena.models.algorithms.matd3 import MATD3Spec
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.envs.pettingzoo import make_vector_env
 from agilerl.hpo.architecture import edit_mlp
 from agilerl.hpo.group_architecture import group_net_configs, mutate_group_architecture
@@ -111,7 +112,8 @@ def _evolving_run(
     before = {i: group_net_configs(a) for i, a in enumerate(agents)}
     evolution = make_evolution(spec, 2, 0, mutate_elite=mutate_elite, **probabilities)
     result = train_multi_agent_off_policy(
-        agents, env, max_steps=max_steps, evo_steps=50, learning_delay=20, eval_env=env,
+        agents, env, training=TrainingSpec(max_steps=max_steps, evo_steps=50, learning_delay=20),
+        eval_env=env,
         tournament=evolution.tournament, mutation=evolution.mutation, run=run_context(path, 2),
     )  # fmt: skip
     env.close()
@@ -153,7 +155,8 @@ def test_the_loop_honours_rl_hp_selection(tmp_path) -> None:
         rl_hp_selection=selection,
     )
     result = train_multi_agent_off_policy(
-        agents, env, max_steps=150, evo_steps=50, learning_delay=20, eval_env=env,
+        agents, env, training=TrainingSpec(max_steps=150, evo_steps=50, learning_delay=20),
+        eval_env=env,
         tournament=TournamentSelection(2, True, 3, rng=np.random.default_rng(0)),
         mutation=Mutations.from_spec(mutation, spec, rng_seed=0), run=run_context(tmp_path, 2),
     )  # fmt: skip

@@ -17,6 +17,7 @@ from agilerl.algorithms.ippo import IPPO
 from agilerl.algorithms.matd3 import MATD3
 from agilerl.arena.models.algorithms.ippo import IPPOSpec
 from agilerl.arena.models.algorithms.matd3 import MATD3Spec
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.envs.pettingzoo import make_vector_env
 from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.train_multi_agent import (
@@ -68,10 +69,12 @@ def _train(name: str, path: Path, *, resume: bool = False) -> Any:
         "mutation": evolution.mutation.state_dict(),
     }
     train = train_multi_agent_on_policy if cls is IPPO else train_multi_agent_off_policy
-    extra = {} if cls is IPPO else {"learning_delay": 20, "save_memory": True}
+    delay = None if cls is IPPO else 20
+    extra = {} if cls is IPPO else {"save_memory": True}
     result = train(
-        agents, env, max_steps=150, evo_steps=50, eval_env=eval_env, run=run,
-        tournament=evolution.tournament, mutation=evolution.mutation, **extra,
+        agents, env, training=TrainingSpec(max_steps=150, evo_steps=50, learning_delay=delay),
+        eval_env=eval_env, run=run, tournament=evolution.tournament,
+        mutation=evolution.mutation, **extra,
     )  # fmt: skip
     env.close()
     eval_env.close()

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from agilerl.algorithms.cqn import CQN
 from agilerl.arena.models.algorithms.cqn import CQNSpec
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.components.replay_buffer import ReplayBuffer
 from agilerl.envs.offline import load_mdp_file
 from agilerl.hpo import Mutations, TournamentSelection
@@ -124,7 +125,10 @@ def test_train_offline_writes_metrics_and_checkpoints_and_resumes(tmp_path, smal
     env = _eval_env()
     population, fitness = train_offline(
         population, env, "CartPole-v1", "CQN", memory=_memory(), dataset=small_dataset,
-        max_steps=60, evo_steps=30, eval_loop=2, eval_steps=50, checkpoint=60, run=context(),
+        training=TrainingSpec(
+            max_steps=60, evo_steps=30, eval_loop=2, eval_steps=50, checkpoint_steps=60
+        ),
+        run=context(),
     )  # fmt: skip
     assert [a.steps for a in population] == [60, 60] and len(fitness) == 2
     rows = run_dir.metrics_rows
@@ -136,7 +140,8 @@ def test_train_offline_writes_metrics_and_checkpoints_and_resumes(tmp_path, smal
     assert [a.steps for a in resumed] == [60, 60]
     resumed, _ = train_offline(
         resumed, env, "CartPole-v1", "CQN", memory=_memory(), dataset=small_dataset,
-        max_steps=90, evo_steps=30, eval_loop=2, eval_steps=50, run=context(loop_state),
+        training=TrainingSpec(max_steps=90, evo_steps=30, eval_loop=2, eval_steps=50),
+        run=context(loop_state),
     )  # fmt: skip
     assert [a.steps for a in resumed] == [90, 90]
     assert int(run_dir.metrics_rows[-1]["step"]) == 180
@@ -156,7 +161,7 @@ def test_train_offline_evolves_the_population(small_dataset) -> None:
     env = _eval_env()
     population, _ = train_offline(
         population, env, "CartPole-v1", "CQN", memory=_memory(), dataset=small_dataset,
-        max_steps=40, evo_steps=20, eval_loop=2, eval_steps=30,
+        training=TrainingSpec(max_steps=40, evo_steps=20, eval_loop=2, eval_steps=30),
         tournament=tournament, mutation=mutation,
     )  # fmt: skip
     env.close()
@@ -184,7 +189,7 @@ def test_cqn_solves_cartpole_offline_and_beats_offline_dqn(replay_dataset) -> No
         env = gym.make_vec("CartPole-v1", num_envs=10, vectorization_mode="sync")
         _, fitness = train_offline(
             [agent], env, "CartPole-v1", "CQN", memory=_memory(), dataset=replay_dataset,
-            max_steps=3_000, evo_steps=1_000, eval_loop=10,
+            training=TrainingSpec(max_steps=3_000, evo_steps=1_000, eval_loop=10),
         )  # fmt: skip
         env.close()
         scores[weight] = fitness[0]
@@ -209,7 +214,7 @@ def test_a_minari_dataset_is_evaluated_in_the_env_it_names(tmp_path, monkeypatch
     )  # fmt: skip
     _, fitness = train_offline(
         [agent], None, memory=memory, minari_dataset_id="acrobot/tiny-v0",
-        max_steps=10, evo_steps=10, eval_loop=2, eval_steps=20,
+        training=TrainingSpec(max_steps=10, evo_steps=10, eval_loop=2, eval_steps=20),
     )  # fmt: skip
     assert len(memory) == 500 and agent.steps == 10
     # an untrained swing-up never reaches the goal in 20 steps
@@ -223,7 +228,10 @@ def test_train_offline_refuses_a_dataset_from_another_env(small_dataset) -> None
     acrobot = gym.make("Acrobot-v1")
     agent = CQN(CQNSpec(), acrobot.observation_space, acrobot.action_space)
     with pytest.raises(ConfigError, match="observations of shape"):
-        train_offline([agent], env, "Acrobot-v1", "CQN", memory=_memory(), dataset=small_dataset)
+        train_offline(
+            [agent], env, "Acrobot-v1", "CQN", training=TrainingSpec(), memory=_memory(),
+            dataset=small_dataset,
+        )  # fmt: skip
     env.close()
 
 

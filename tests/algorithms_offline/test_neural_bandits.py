@@ -15,6 +15,7 @@ from agilerl.algorithms.neural_ucb import NeuralUCB
 from agilerl.arena.models.algorithms.neural_ts import NeuralTSSpec
 from agilerl.arena.models.algorithms.neural_ucb import NeuralUCBSpec
 from agilerl.arena.models.env import BanditEnvSpec
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.components.replay_buffer import ReplayBuffer
 from agilerl.envs.bandits import make_bandit_env
 from agilerl.logging.run_dir import RunDirectory
@@ -127,7 +128,8 @@ def test_train_bandits_writes_regret_metrics_plot_and_resumes(tmp_path) -> None:
     population[1].index = 1
     train_bandits(
         population, env, "IRIS", "NeuralUCB", memory=_memory(env),
-        max_steps=60, evo_steps=30, eval_steps=40, checkpoint=120, run=context(),
+        training=TrainingSpec(max_steps=60, evo_steps=30, eval_steps=40, checkpoint_steps=120),
+        run=context(),
     )  # fmt: skip
     rows = run_dir.metrics_rows
     assert [int(r["step"]) for r in rows] == [60, 60, 120, 120]
@@ -141,7 +143,8 @@ def test_train_bandits_writes_regret_metrics_plot_and_resumes(tmp_path) -> None:
     resumed = [NeuralUCB._from_state(s, "cpu") for s in states]
     train_bandits(
         resumed, env, "IRIS", "NeuralUCB", memory=_memory(env),
-        max_steps=90, evo_steps=30, eval_steps=40, run=context(loop_state),
+        training=TrainingSpec(max_steps=90, evo_steps=30, eval_steps=40),
+        run=context(loop_state),
     )  # fmt: skip
     assert [a.steps for a in resumed] == [90, 90]
     last = run_dir.metrics_rows[-1]
@@ -154,7 +157,7 @@ def _regret(algo: str, dataset: str, steps: int = 1_000, seed: int = 0) -> tuple
     run = RunContext.ephemeral(seed=seed)
     _, fitness = train_bandits(
         [agent], env, dataset, algo, memory=_memory(env),
-        max_steps=steps, evo_steps=steps, eval_steps=500, run=run,
+        training=TrainingSpec(max_steps=steps, evo_steps=steps, eval_steps=500), run=run,
     )  # fmt: skip
     return run.extra_state["member_trainer"]["regret"][0], fitness[0]
 

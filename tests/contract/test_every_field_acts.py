@@ -22,7 +22,8 @@ from agilerl.arena.models.training import ReplayBufferSpec, TrainingSpec
 AGILERL = Path(__file__).resolve().parents[2] / "agilerl"
 CONTRACT = AGILERL / "arena" / "models"
 
-# A non-default value for each refused field.
+# A non-default value for each refused field (the generation controls are refused by the
+# dataset specs, DPO and SFT, which generate nothing).
 SAMPLES = {
     "use_liger_kernel": True,
     "use_mamba_kernels": True,
@@ -30,7 +31,6 @@ SAMPLES = {
     "moe_lora_recompute": True,
     "use_sequence_packing": True,
     "lora_target_scope": "attention",
-    "chunk_rows": 4,
     "thinking_token_budget": 4,
     "constrain_answer_pattern": "[0-9]+",
     "answer_continuation": True,

@@ -12,6 +12,7 @@ import torch
 
 if __name__ == "__main__":
     from agilerl.arena.models.algorithms import GRPOSpec
+    from agilerl.arena.models.training import TrainingSpec
     from agilerl.builders.llm import LLMBuilder
     from agilerl.llm import distributed
     from agilerl.llm.model import load_tokenizer
@@ -39,7 +40,8 @@ if __name__ == "__main__":
         )
 
     env = RolloutEnv(train=rows * 2, test=rows, make_episode=episode, tokenizer=tokenizer)
-    train_llm_rollout([agent], env, max_steps=3, evaluation_interval=3, run_dir=run_dir)
+    training = TrainingSpec(max_steps=3, evaluation_interval=3)
+    train_llm_rollout([agent], env, training=training, run_dir=run_dir)
     # Every process ends with the same adapter (gradients were combined).
     total = sum(float(t.double().sum()) for t in agent.trainable_state().values())
     sums = [0.0] * distributed.world_size()

@@ -1,5 +1,8 @@
 """Worker for the data-parallel test: ``torchrun --nproc_per_node=N dp_worker.py MODEL IN OUT``.
 
+Options: ``--fsdp=JSON`` shards with those ``algorithm.fsdp`` settings, ``--chunk-rows=N``,
+``--micro=N`` (``micro_batch_size_per_gpu``).
+
 Every process builds the same GRPO agent, takes its share of the saved
 rollout samples (whole groups), runs a few updates and rank 0 writes the
 loss curve and the trained tensors' sums.
@@ -21,10 +24,14 @@ def run(
     model_dir: str,
     samples_file: str,
     updates: int = 4,
-    fsdp: bool = False,
+    fsdp: dict | None = None,
     chunk_rows: int | None = None,
+    micro: int | None = None,
 ) -> tuple[list[float], list[float]]:
-    """Loss curve and per-tensor sums after ``updates`` learn() calls on the saved samples."""
+    """Loss curve and per-tensor sums after ``updates`` learn() calls on the saved samples.
+
+    ``fsdp``: ``algorithm.fsdp`` settings to shard with (``None``: not sharded).
+    """
     from agilerl.arena.models.algorithms import GRPOSpec
     from agilerl.builders.llm import LLMBuilder
     from agilerl.llm import distributed
@@ -52,9 +59,14 @@ def run(
         max_grad_norm=1.0,
         seed=0,
         chunk_rows=chunk_rows,
+        micro_batch_size_per_gpu=micro,
+        # The mini-batch's token count: micro-batches split differently over 1 and 2
+        # processes, so per-micro-batch normalisation (the default) would differ.
+        loss_norm="accumulation_window" if micro else "micro_batch",
+        fsdp=fsdp,
     )
     agent = LLMBuilder.build(spec, tokenizer=load_tokenizer(model_dir, padding_side="left"))
-    if fsdp:
+    if fsdp is not None:
         agent.shard()
     with open(samples_file) as handle:
         rows = json.loads(handle.read())
@@ -76,9 +88,13 @@ if __name__ == "__main__":
     from agilerl.llm import distributed
 
     distributed.init_from_env("gloo")
-    chunks = [int(a.split("=")[1]) for a in sys.argv if a.startswith("--chunk-rows=")]
+    options = dict(a.removeprefix("--").split("=", 1) for a in sys.argv[4:])
     losses, sums = run(
-        sys.argv[1], sys.argv[2], fsdp="--fsdp" in sys.argv, chunk_rows=(chunks or [None])[0]
+        sys.argv[1],
+        sys.argv[2],
+        fsdp=json.loads(options["fsdp"]) if "fsdp" in options else None,
+        chunk_rows=int(options["chunk-rows"]) if "chunk-rows" in options else None,
+        micro=int(options["micro"]) if "micro" in options else None,
     )
     if distributed.rank() == 0:
         with open(sys.argv[3], "w") as handle:

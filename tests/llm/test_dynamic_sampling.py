@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.builders.llm import LLMBuilder
 from agilerl.llm.dynamic_sampling import refill_groups
 from agilerl.llm.rollout import Sample
@@ -121,18 +122,27 @@ def test_a_run_with_refills_resumes_exactly(
     )  # fmt: skip
     straight = LLMBuilder.build(spec, tokenizer=left_tokenizer)
     train_llm_rollout(
-        [straight], digit_env, max_steps=3, evaluation_interval=3, run_dir=tmp_path / "a"
+        [straight],
+        digit_env,
+        training=TrainingSpec(max_steps=3, evaluation_interval=3),
+        run_dir=tmp_path / "a",
     )
     first = LLMBuilder.build(spec, tokenizer=left_tokenizer)
     train_llm_rollout(
-        [first], digit_env, max_steps=3, evaluation_interval=1, run_dir=tmp_path / "b",
+        [first],
+        digit_env,
+        training=TrainingSpec(max_steps=3, evaluation_interval=1),
+        run_dir=tmp_path / "b",
         stop_after=1,
-    )  # fmt: skip
+    )
     second = LLMBuilder.build(spec, tokenizer=left_tokenizer)
     train_llm_rollout(
-        [second], digit_env, max_steps=3, evaluation_interval=3, run_dir=tmp_path / "b",
+        [second],
+        digit_env,
+        training=TrainingSpec(max_steps=3, evaluation_interval=3),
+        run_dir=tmp_path / "b",
         resume=True,
-    )  # fmt: skip
+    )
     rows = {k: list(csv.DictReader((tmp_path / k / "rewards.csv").open())) for k in "ab"}
     assert any(float(r["sampling_rounds"]) > 0 for r in rows["a"])  # refills happened
     assert [r["reward"] for r in rows["b"]] == [r["reward"] for r in rows["a"]]

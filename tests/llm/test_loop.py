@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from agilerl.arena.models.training import CheckpointExportSpec
+from agilerl.arena.models.training import CheckpointExportSpec, TrainingSpec
 from agilerl.builders.llm import LLMBuilder
 from agilerl.training.llm.train_llm_dataset import train_llm_dataset
 
@@ -28,17 +28,17 @@ def test_resume_mid_run_equals_an_uninterrupted_run(
         "lora_dropout": 0.1,
     }
     spec = make_spec(name, batch_size=4, lora_config=lora, micro_batch_size_per_gpu=2)
-    kwargs = {"max_steps": None, "num_epochs": 2, "evaluation_interval": 2}
+    training = TrainingSpec(num_epochs=2, evaluation_interval=2)
 
     straight = LLMBuilder.build(spec, tokenizer=tokenizer)
-    _, fit_straight = train_llm_dataset([straight], env, run_dir=tmp_path / "a", **kwargs)
+    _, fit_straight = train_llm_dataset([straight], env, run_dir=tmp_path / "a", training=training)
 
     first = LLMBuilder.build(spec, tokenizer=tokenizer)
-    train_llm_dataset([first], env, run_dir=tmp_path / "b", stop_after=4, **kwargs)
+    train_llm_dataset([first], env, run_dir=tmp_path / "b", stop_after=4, training=training)
     assert first.num_updates < straight.num_updates
     resumed = LLMBuilder.build(spec, tokenizer=tokenizer)
     _, fit_resumed = train_llm_dataset(
-        [resumed], env, run_dir=tmp_path / "b", resume=True, **kwargs
+        [resumed], env, run_dir=tmp_path / "b", resume=True, training=training
     )
     assert fit_resumed == fit_straight
     assert resumed.num_updates == straight.num_updates and resumed.steps == straight.steps
@@ -57,7 +57,7 @@ def test_resume_mid_run_equals_an_uninterrupted_run(
 def test_checkpoints_load_weights_only(tmp_path: Path, make_spec, make_env, tokenizer) -> None:
     env = make_env("sft")
     algo = LLMBuilder.build(make_spec("SFT", batch_size=4), tokenizer=tokenizer)
-    train_llm_dataset([algo], env, max_steps=2, num_epochs=None, run_dir=tmp_path)
+    train_llm_dataset([algo], env, training=TrainingSpec(max_steps=2), run_dir=tmp_path)
     agent = torch.load(
         tmp_path / "checkpoints" / "step_000000000002" / "agent_0.pt", weights_only=True
     )
@@ -81,7 +81,7 @@ def test_exported_adapter_and_merged_model_give_the_same_logits(
     algo = LLMBuilder.build(make_spec("DPO", batch_size=4), tokenizer=tokenizer)
     export = CheckpointExportSpec(format="merged", trigger="final")
     train_llm_dataset(
-        [algo], env, max_steps=3, num_epochs=None, run_dir=tmp_path, checkpoint_export=export
+        [algo], env, training=TrainingSpec(max_steps=3, checkpoint_export=export), run_dir=tmp_path
     )
     where = tmp_path / "checkpoints" / "step_000000000003"
     ids = env.collate(env.test.rows[:3])["input_ids"]

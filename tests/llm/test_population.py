@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from agilerl.arena.models.hpo import MutationSpec
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.builders.llm import population_on_one_base
 from agilerl.hpo import Mutations, TournamentSelection
 from agilerl.hpo.evolution import Evolution
@@ -98,9 +99,7 @@ def test_hpo_run_writes_lineage(tmp_path: Path, make_spec, make_env, tokenizer) 
     train_llm_dataset(
         population,
         env,
-        max_steps=3,
-        num_epochs=None,
-        evaluation_interval=1,
+        training=TrainingSpec(max_steps=3, evaluation_interval=1),
         tournament=tournament,
         mutation=mutation,
         run_dir=tmp_path,
@@ -125,9 +124,13 @@ def test_evo_epochs_evolves_once_per_that_many_passes(
     population = population_on_one_base(make_spec("DPO", batch_size=4, beta=0.005), tokenizer, 2)
     tournament, mutation = _operators(population[0].spec, 2, rl_hp_mut=1.0)
     train_llm_dataset(
-        population, env, num_epochs=3, evo_epochs=evo_epochs, evaluation_interval=1,
-        tournament=tournament, mutation=mutation, run_dir=tmp_path,
-    )  # fmt: skip
+        population,
+        env,
+        training=TrainingSpec(num_epochs=3, evo_epochs=evo_epochs, evaluation_interval=1),
+        tournament=tournament,
+        mutation=mutation,
+        run_dir=tmp_path,
+    )
     rows = (tmp_path / "hpo.csv").read_text().splitlines()[1:]
     steps = sorted({int(row.split(",")[1]) for row in rows})
     # at every evaluation (each batch of 2 members) but the last, or after each pass
@@ -140,18 +143,20 @@ def test_hpo_run_resumes_exactly(tmp_path: Path, make_spec, make_env, tokenizer)
     env = make_env("preference")
     env.train.rows, env.test.rows = env.train.rows[:16], env.test.rows[:8]
     spec = make_spec("DPO", batch_size=4, beta=0.005)
-    kwargs = {"max_steps": 4, "num_epochs": None, "evaluation_interval": 2}
+    training = TrainingSpec(max_steps=4, evaluation_interval=2)
     straight = population_on_one_base(spec, tokenizer, 2)
     ops = dict(zip(("tournament", "mutation"), _operators(spec, 2, rl_hp_mut=1.0), strict=True))
-    _, fit_a = train_llm_dataset(straight, env, run_dir=tmp_path / "a", **kwargs, **ops)
+    _, fit_a = train_llm_dataset(straight, env, run_dir=tmp_path / "a", training=training, **ops)
     first = population_on_one_base(spec, tokenizer, 2)
     ops = dict(zip(("tournament", "mutation"), _operators(spec, 2, rl_hp_mut=1.0), strict=True))
-    train_llm_dataset(first, env, run_dir=tmp_path / "b", stop_after=3, **kwargs, **ops)
+    train_llm_dataset(first, env, run_dir=tmp_path / "b", stop_after=3, training=training, **ops)
     resumed = population_on_one_base(spec, tokenizer, 2)
     # the operators' states come back with the checkpoint when the trainer resumes; here the
     # one evolution (step 2) happens before the stop and is replayed from the weights alone
     ops = dict(zip(("tournament", "mutation"), _operators(spec, 2, rl_hp_mut=1.0), strict=True))
-    _, fit_b = train_llm_dataset(resumed, env, run_dir=tmp_path / "b", resume=True, **kwargs, **ops)
+    _, fit_b = train_llm_dataset(
+        resumed, env, run_dir=tmp_path / "b", resume=True, training=training, **ops
+    )
     assert fit_a == fit_b
     assert [a.spec for a in straight] == [a.spec for a in resumed]
     a, b = straight[1].trainable_state(), resumed[1].trainable_state()

@@ -14,6 +14,7 @@ import torch
 
 from agilerl.arena.models.errors import ConfigError
 from agilerl.arena.models.manifest import TrainingManifest
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.builders.llm import LLMBuilder, population_on_one_base
 from agilerl.launch.compose import split_config
 from agilerl.llm.rollout_env import load_rollout_env
@@ -29,7 +30,10 @@ def test_loop_writes_rewards_samples_and_resumes_exactly(
     spec = make_rollout_spec("GRPO", group_size=4, batch_size=2, max_output_tokens=8)
     straight = LLMBuilder.build(spec, tokenizer=left_tokenizer)
     result = train_llm_rollout(
-        [straight], digit_env, max_steps=4, evaluation_interval=2, run_dir=tmp_path / "a"
+        [straight],
+        digit_env,
+        training=TrainingSpec(max_steps=4, evaluation_interval=2),
+        run_dir=tmp_path / "a",
     )
     assert result.status == "completed" and result.total_steps == 4
     rewards = list(csv.DictReader((tmp_path / "a" / "rewards.csv").open()))
@@ -43,8 +47,7 @@ def test_loop_writes_rewards_samples_and_resumes_exactly(
     part = train_llm_rollout(
         [first],
         digit_env,
-        max_steps=4,
-        evaluation_interval=2,
+        training=TrainingSpec(max_steps=4, evaluation_interval=2),
         run_dir=tmp_path / "b",
         stop_after=2,
     )
@@ -53,8 +56,7 @@ def test_loop_writes_rewards_samples_and_resumes_exactly(
     train_llm_rollout(
         [second],
         digit_env,
-        max_steps=4,
-        evaluation_interval=2,
+        training=TrainingSpec(max_steps=4, evaluation_interval=2),
         run_dir=tmp_path / "b",
         resume=True,
     )
@@ -71,7 +73,9 @@ def test_a_stop_during_generation_drops_the_round_and_resumes_exactly(
     nothing is learnt from the round, and the resumed run equals an uninterrupted one."""
     spec = make_rollout_spec("GRPO", group_size=4, batch_size=2, max_output_tokens=8)
     straight = LLMBuilder.build(spec, tokenizer=left_tokenizer)
-    train_llm_rollout([straight], digit_env, max_steps=4, run_dir=tmp_path / "a")
+    train_llm_rollout(
+        [straight], digit_env, training=TrainingSpec(max_steps=4), run_dir=tmp_path / "a"
+    )
     rewards = list(csv.DictReader((tmp_path / "a" / "rewards.csv").open()))
 
     from agilerl.llm import generation
@@ -94,14 +98,16 @@ def test_a_stop_during_generation_drops_the_round_and_resumes_exactly(
     run.install_signal_handlers()  # as the trainer does: SIGTERM asks the loop to stop
     generation._generate_chunk = signalled
     try:
-        part = train_llm_rollout([first], digit_env, max_steps=4, run=run)
+        part = train_llm_rollout([first], digit_env, training=TrainingSpec(max_steps=4), run=run)
     finally:
         generation._generate_chunk = original
         run.restore_signal_handlers()
     assert part.status == "interrupted" and part.total_steps == 2  # round 3 was dropped
     assert len(list(csv.DictReader((tmp_path / "b" / "rewards.csv").open()))) == 2
     second = LLMBuilder.build(spec, tokenizer=left_tokenizer)
-    train_llm_rollout([second], digit_env, max_steps=4, run_dir=tmp_path / "b", resume=True)
+    train_llm_rollout(
+        [second], digit_env, training=TrainingSpec(max_steps=4), run_dir=tmp_path / "b", resume=True
+    )
     resumed = list(csv.DictReader((tmp_path / "b" / "rewards.csv").open()))
     assert [r["reward"] for r in resumed] == [r["reward"] for r in rewards]
     a, b = straight.trainable_state(), second.trainable_state()
@@ -112,7 +118,10 @@ def test_hpo_evolves_lr_beta_and_group_size(make_rollout_spec, digit_env, left_t
     spec = make_rollout_spec("GRPO", group_size=4, batch_size=2, max_output_tokens=4, beta=0.001)
     population = population_on_one_base(spec, left_tokenizer, 3)
     train_llm_rollout(
-        population, digit_env, max_steps=4, evaluation_interval=1, **_operators(spec, 3, 1.0)
+        population,
+        digit_env,
+        training=TrainingSpec(max_steps=4, evaluation_interval=1),
+        **_operators(spec, 3, 1.0),
     )
     seen = {(a.spec.lr, a.spec.beta, a.spec.group_size) for a in population}
     assert len(seen) > 1
@@ -139,7 +148,10 @@ def test_a_grpo_population_on_no_mut_changes_no_hyperparameter(
     spec = make_rollout_spec("GRPO", group_size=4, batch_size=2, max_output_tokens=4, beta=0.001)
     population = population_on_one_base(spec, left_tokenizer, 3)
     train_llm_rollout(
-        population, digit_env, max_steps=3, evaluation_interval=1, **_operators(spec, 3, 0.0)
+        population,
+        digit_env,
+        training=TrainingSpec(max_steps=3, evaluation_interval=1),
+        **_operators(spec, 3, 0.0),
     )
     assert all(agent.spec == spec for agent in population)
 

@@ -70,7 +70,10 @@ def test_torchrun_train_py_one_run_dir_and_fsdp_matches_replicated(
     assert len(list(run_a.glob("summary.json"))) == 1
     assert (run_a / "rewards.csv").read_text().count("\n") == 3  # header + 2 rounds, once
 
-    sharded = _torchrun(tmp_path, *overrides, "algorithm.fsdp=true", f"run_dir={tmp_path / 'b'}")
+    # float32 parameters (the default is bfloat16), so the sharded run's numbers are the
+    # replicated run's
+    fsdp = "algorithm.fsdp={param_dtype:float32}"
+    sharded = _torchrun(tmp_path, *overrides, fsdp, f"run_dir={tmp_path / 'b'}")
     assert sharded.returncode == 0, sharded.stderr[-3000:]
     a, b = _latest_agent(run_a), _latest_agent(tmp_path / "b")
     assert set(a["trainable"]) == set(b["trainable"])

@@ -21,6 +21,7 @@ import torch
 
 pytest.importorskip("vllm")
 
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.builders.llm import LLMBuilder
 from agilerl.llm import async_engines
 from agilerl.training.llm.train_llm_rollout import RolloutMembers, train_llm_rollout
@@ -75,6 +76,22 @@ def test_greedy_vllm_equals_hf_after_each_weight_sync(
     agent.generator.close()
 
 
+def test_vllm_completions_stay_within_max_model_len(make_rollout_spec, left_tokenizer) -> None:
+    from agilerl.llm.generation import SamplingSettings
+
+    agent = _agent(make_rollout_spec, left_tokenizer, lora_config=QV)
+    tok = left_tokenizer
+    short, long = tok("Hi")["input_ids"], tok("Count to ten, then back to one.")["input_ids"]
+    limit = len(long)
+    settings = SamplingSettings(max_new_tokens=16, min_new_tokens=16, max_model_len=limit)
+    agent.generator.serve(agent)
+    out = agent.generator(None, tok, [short, long, long[:-2]], settings)
+    assert len(short) + len(out[0].ids) == limit  # capped by the context, not max_new_tokens
+    assert out[1].ids == []  # the prompt fills the context: nothing reaches the engine
+    assert len(out[2].ids) == 2
+    agent.generator.close()
+
+
 def test_grpo_with_vllm_learns_the_digit_reward(
     make_rollout_spec, digit_env, left_tokenizer
 ) -> None:
@@ -92,7 +109,7 @@ def test_loop_records_versions_and_resumes_exactly(
         "GRPO", lm_head=False, use_vllm=True, lora_config=QV, group_size=4, batch_size=2,
         max_output_tokens=8,
     )  # fmt: skip
-    kwargs = {"max_steps": 4, "evaluation_interval": 2, "weight_sync_interval": 2}
+    kwargs = {"training": TrainingSpec(max_steps=4, evaluation_interval=2, weight_sync_interval=2)}
     straight = LLMBuilder.build(spec, tokenizer=left_tokenizer)
     train_llm_rollout([straight], digit_env, run_dir=tmp_path / "a", **kwargs)
     rewards = list(csv.DictReader((tmp_path / "a" / "rewards.csv").open()))
@@ -142,9 +159,10 @@ def test_async_engine_generates_ahead_with_bounded_staleness_and_resumes_exactly
     make_rollout_spec, digit_env, left_tokenizer, tmp_path: Path, monkeypatch
 ) -> None:
     spec = _async_spec(make_rollout_spec)
-    kwargs = {
-        "max_steps": 4, "evaluation_interval": 4, "rollout_mode": "async", "rollout_engines": 1,
-    }  # fmt: skip
+    training = TrainingSpec(
+        max_steps=4, evaluation_interval=4, rollout_mode="async", rollout_engines_per_agent=1
+    )
+    kwargs = {"training": training}
     straight = LLMBuilder.build(spec, tokenizer=left_tokenizer)
     train_llm_rollout([straight], digit_env, run_dir=tmp_path / "a", **kwargs)
     rewards = list(csv.DictReader((tmp_path / "a" / "rewards.csv").open()))

@@ -43,6 +43,9 @@ def _dotted(node: ast.AST) -> str | None:
     return ".".join([node.id, *reversed(parts)])
 
 
+PRIVATE_ATTRIBUTES = ("_version", "_execution_engine", "_get_fsdp_state", "_lazy_init")
+
+
 def _private_uses(path: Path) -> list[str]:
     """``torch._x``, ``torch.ops``, ``._version``, ``_execution_engine`` in one file."""
     found = []
@@ -53,7 +56,7 @@ def _private_uses(path: Path) -> list[str]:
         parts = text.split(".")
         private_torch = parts[0] == "torch" and any(p.startswith("_") for p in parts[1:])
         torch_ops = parts[:2] == ["torch", "ops"]
-        if private_torch or torch_ops or node.attr in ("_version", "_execution_engine"):
+        if private_torch or torch_ops or node.attr in PRIVATE_ATTRIBUTES:
             found.append(f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}")
     return found
 

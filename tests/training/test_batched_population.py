@@ -12,7 +12,7 @@ import torch
 from agilerl.algorithms.dqn import DQN
 from agilerl.arena.models.algorithms.dqn import DQNSpec
 from agilerl.arena.models.env import GymEnvSpec
-from agilerl.arena.models.training import ReplayBufferSpec
+from agilerl.arena.models.training import ReplayBufferSpec, TrainingSpec
 from agilerl.envs.gym import make_vector_env
 from agilerl.models.training import init_buffer
 from agilerl.training.population_loops import train_off_policy_population
@@ -61,15 +61,17 @@ def _run(batched: bool, num_envs: int = 2) -> list[DQN]:
         population,
         env,
         memory=memories,
-        max_steps=300,
-        evo_steps=150,
-        eval_loop=2,
-        eval_steps=100,
-        learning_delay=50,
-        eps_decay=0.995,
+        training=TrainingSpec(
+            max_steps=300,
+            evo_steps=150,
+            eval_loop=2,
+            eval_steps=100,
+            learning_delay=50,
+            eps_decay=0.995,
+            batched_population=batched,
+        ),
         env_factory=factory,
         run=RunContext.ephemeral(),
-        batched_population=batched,
     )
     env.close()
     return result.population
@@ -180,8 +182,11 @@ def test_batched_population_with_a_shared_memory_fills_it_together() -> None:
         observation_space=probe[0], action_space=probe[1],
     )  # fmt: skip
     result = train_off_policy_population(
-        population, env, memory=memory, max_steps=400, evo_steps=400, eval_loop=1,
-        eval_steps=100, learning_delay=100, env_factory=factory, batched_population=True,
+        population, env, memory=memory, env_factory=factory,
+        training=TrainingSpec(
+            max_steps=400, evo_steps=400, eval_loop=1, eval_steps=100, learning_delay=100,
+            batched_population=True,
+        ),
     )  # fmt: skip
     env.close()
     assert len(memory) == 3 * 400

@@ -11,6 +11,7 @@ import torch
 from agilerl.algorithms.ppo import PPO
 from agilerl.arena.models.algorithms.ppo import PPOSpec
 from agilerl.arena.models.env import GymEnvSpec
+from agilerl.arena.models.training import TrainingSpec
 from agilerl.envs.gym import make_vector_env
 from agilerl.training.population_loops import train_on_policy_population
 from agilerl.training.run_context import RunContext
@@ -62,13 +63,11 @@ def _run(batched: bool, num_envs: int = 2, env_name: str = "CartPole-v1") -> lis
     result = train_on_policy_population(
         population,
         env,
-        max_steps=384,
-        evo_steps=192,
-        eval_loop=2,
-        eval_steps=100,
+        training=TrainingSpec(
+            max_steps=384, evo_steps=192, eval_loop=2, eval_steps=100, batched_population=batched
+        ),
         env_factory=factory,
         run=RunContext.ephemeral(),
-        batched_population=batched,
     )
     env.close()
     return result.population

@@ -82,9 +82,10 @@ class _CountingStrategy(TrainingStrategy):
 
     @staticmethod
     def _loop(population: list[Any], env: Any, **kwargs: Any) -> LoopResult:
+        steps = kwargs["training"].max_steps
         for agent in population:
-            agent["count"] += kwargs["max_steps"]
-        return LoopResult(population, [1.0] * len(population), total_steps=kwargs["max_steps"])
+            agent["count"] += steps
+        return LoopResult(population, [1.0] * len(population), total_steps=steps)
 
     default_loop = _loop
 
@@ -95,7 +96,7 @@ class _CountingStrategy(TrainingStrategy):
         return [{"count": 0, "index": i} for i in range(runtime.pop_size)]
 
     def get_trainer_kwargs(self, spec: Any, **kwargs: Any) -> dict[str, Any]:
-        return {"label": spec.name}
+        return {"training": kwargs["training"], "label": spec.name}
 
 
 def test_a_new_paradigm_plugs_in_without_a_trainer_branch(tmp_path: Path) -> None:

@@ -7,13 +7,19 @@ one that acts and learns through its own methods. A group is rebuilt from
 the member agents at every evolution boundary (:meth:`sync` writes back
 first), so cloning, selection, mutation and checkpoints see ordinary agents.
 
-A group has ``members``, ``slots``, ``act(obs, epsilons, greedy)``,
+A group class with ``stacks_alone = False`` leaves a member without a
+same-key partner to a :class:`LoneGroup` (its own update is faster than a
+stack of one). A group has ``members``, ``slots``, ``act(obs, epsilons, greedy)``,
 ``learn(rows, batches)`` and ``sync()``. Another algorithm joins by adding
 its ``(*_group_key, GroupClass)`` pair to ``_KEYS``; its group must compute
 its loss with the algorithm's own loss function (as :class:`DQNGroup` calls
-:func:`agilerl.algorithms.dqn.dqn_loss` and :class:`PPOGroup`
-:func:`agilerl.algorithms.core.ppo_objective.ppo_objective`) and draw random numbers from each
-member's own generator, so that members learn exactly as they would alone.
+:func:`agilerl.algorithms.dqn.dqn_loss`, :class:`PPOGroup`
+:func:`agilerl.algorithms.core.ppo_objective.ppo_objective`, :class:`DDPGGroup`
+(DDPG and TD3) :func:`agilerl.algorithms.ddpg.ddpg_critic_loss` and
+:func:`~agilerl.algorithms.ddpg.ddpg_actor_loss`, and :class:`SACGroup`
+:func:`agilerl.algorithms.sac.sac_critic_loss` and its actor and temperature losses)
+and draw random numbers from each member's own generator, so that members learn
+exactly as they would alone.
 """
 
 from __future__ import annotations
@@ -23,14 +29,18 @@ from typing import Any
 
 import numpy as np
 
+from agilerl.algorithms.batched.ddpg import DDPGGroup, ddpg_group_key
 from agilerl.algorithms.batched.dqn import DQNGroup, dqn_group_key
 from agilerl.algorithms.batched.ppo import PPOGroup, ppo_group_key
+from agilerl.algorithms.batched.sac import SACGroup, sac_group_key
 
-__all__ = ["DQNGroup", "LoneGroup", "PPOGroup", "batchable", "make_groups"]
+__all__ = ["DDPGGroup", "DQNGroup", "LoneGroup", "PPOGroup", "SACGroup", "batchable", "make_groups"]
 
 _KEYS: list[tuple[Callable[[Any], tuple | None], type]] = [
     (dqn_group_key, DQNGroup),
     (ppo_group_key, PPOGroup),
+    (ddpg_group_key, DDPGGroup),
+    (sac_group_key, SACGroup),
 ]
 
 
@@ -97,5 +107,8 @@ def make_groups(population: Sequence[Any]) -> list[Any]:
             groups.append(LoneGroup(population[entry], entry))
         else:
             group_class, slots = stacks[entry]
+            if len(slots) == 1 and not getattr(group_class, "stacks_alone", True):
+                groups.append(LoneGroup(population[slots[0]], slots[0]))
+                continue
             groups.append(group_class([population[s] for s in slots], slots))
     return groups

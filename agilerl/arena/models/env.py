@@ -24,6 +24,36 @@ from agilerl.arena.models.images import (
 _GYM_ID = re.compile(r"^([\w.\-]+:)?([\w.\-]+/)?[\w.\-]+-v\d+$")
 _MODULE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 _ENTRYPOINT = re.compile(r"^[A-Za-z_][\w.]*[:.][A-Za-z_]\w*$")
+GEM_NAME = re.compile(r"^gem:(?P<family>[A-Za-z][\w]*):(?P<id>[\w.\-]+)$")
+"""``gem:<family>:<env id>``: an env of GEM's registry (gem-llm): gem:game:Sudoku-v0-easy."""
+GEM_CODE_FAMILIES = frozenset({"code", "math"})
+"""GEM families whose scoring executes the model's text: ``code`` runs the programs the
+model writes, ``math`` parses its answers with sympy's ``parse_expr`` (Python ``eval``)."""
+GEM_CODE_IDS = frozenset(
+    {
+        "eval:CodeContest",
+        *(f"eval:{name}" for name in ("MATH500", "AMC", "OlympiadBench", "Minerva", "AIME24")),
+        # reasoning-gym scorers that eval() the answer or sympy-parse it, or exec() task code
+        *(
+            f"rg:{name}"
+            for name in (
+                "binary_matrix",
+                "codeio",
+                "composite",
+                "countdown",
+                "intermediate_integration",
+                "n_queens",
+                "polynomial_multiplication",
+                "puzzle24",
+                "simple_integration",
+                "spiral_matrix",
+                "string_insertion",
+            )
+        ),
+    }
+)
+"""GEM ids (``<family>:<id>``, gem-llm 0.1.0) whose scoring executes the model's text or a
+task's code; ``rg:composite`` mixes tasks, these among them."""
 
 ACTION_SPACE_KINDS: dict[str, str] = {
     "CartPole-v1": "discrete",
@@ -256,15 +286,57 @@ class LLMEnvSpec(EnvSpecBase):
     max_reward: float | None = Field(None, description="Reward of a perfect answer.")
     train_test_split: float = Field(0.9, ge=0.0, le=1.0, description="Share used for training.")
     entrypoint: str | None = Field(None, description="'module:attr' of a rollout environment.")
-    env_config: dict[str, Any] | None = Field(None, description="Arguments for entrypoint.")
-    max_turns: int | None = Field(None, ge=1, description="Turns per episode.")
+    env_name: str | None = Field(
+        None,
+        alias="name",
+        description="A registered multi-turn env: 'gem:<family>:<id>' from GEM (the gem "
+        "extra), e.g. gem:game:GuessTheNumber-v0-easy, gem:game:Sudoku-v0-easy, gem:rg:arc_1d.",
+    )
+    env_config: dict[str, Any] | None = Field(
+        None, description="Arguments for entrypoint (or GEM's make for a gem: name)."
+    )
+    max_turns: int | None = Field(
+        None, ge=1, description="Turns per episode (a gem: game's own limit if unset)."
+    )
 
     model_config = {**StrictModel.model_config, "use_enum_values": False}
 
     @property
     def name(self) -> str:
-        """A label for logs: the dataset, else the entrypoint."""
-        return self.dataset or self.dataset_path or self.hf_dataset_id or self.entrypoint or "llm"
+        """A label for logs: the env name, else the dataset, else the entrypoint."""
+        return (
+            self.env_name
+            or self.dataset
+            or self.dataset_path
+            or self.hf_dataset_id
+            or self.entrypoint
+            or "llm"
+        )
+
+    @field_validator("env_name")
+    @classmethod
+    def _gem_name(cls, name: str | None) -> str | None:
+        """A registry name is data (no code is imported for it), so only GEM's own
+        text-scored envs are accepted: families that execute the model's text are refused."""
+        if name is None:
+            return None
+        match = GEM_NAME.match(name)
+        if match is None:
+            raise ValueError(
+                f"environment.name={name!r}: an LLM env's name is a GEM id "
+                "'gem:<family>:<id>', e.g. gem:game:GuessTheNumber-v0-easy (needs the gem "
+                "extra); for your own env set environment.entrypoint instead"
+            )
+        gem_id = f"{match['family']}:{match['id']}"
+        if match["family"] in GEM_CODE_FAMILIES or gem_id in GEM_CODE_IDS:
+            raise ValueError(
+                f"environment.name={name!r}: this GEM env scores an answer by executing it "
+                "(running the model's code, or Python eval/sympy parsing of its text), which "
+                "agilerl does not run from a manifest; choose a gem:game:... or another "
+                "gem:rg:... task, or wrap the env in your own environment.entrypoint "
+                "(trust_code)"
+            )
+        return name
 
     @field_validator("prompt_template")
     @classmethod
@@ -286,11 +358,34 @@ class LLMEnvSpec(EnvSpecBase):
                 raise ValueError("a dataset env needs dataset, dataset_path or hf_dataset_id")
             if self.objective is None:
                 raise ValueError("a dataset env needs objective: preference or sft")
-            if self.entrypoint or self.rubric_file_path or self.reward:
-                raise ValueError("a dataset env takes no entrypoint, reward or rubric_file_path")
+            if self.entrypoint or self.rubric_file_path or self.reward or self.env_name:
+                raise ValueError(
+                    "a dataset env takes no entrypoint, name, reward or rubric_file_path"
+                )
             return self
-        if bool(datasets) == bool(self.entrypoint):
-            raise ValueError("a rollout env needs exactly one source: a dataset or an entrypoint")
+        sources = [bool(datasets), bool(self.entrypoint), bool(self.env_name)]
+        if sum(sources) != 1:
+            raise ValueError(
+                "a rollout env needs exactly one source: a dataset, an entrypoint or a "
+                "name (gem:<family>:<id>)"
+            )
+        if self.env_name:
+            extra = [
+                key
+                for key, value in (
+                    ("reward", self.reward),
+                    ("rubric_file_path", self.rubric_file_path),
+                    ("prompt_template", self.prompt_template),
+                    ("columns", self.columns),
+                )
+                if value is not None
+            ]
+            if extra:
+                fields = ", ".join(f"environment.{key}" for key in extra)
+                raise ValueError(
+                    f"environment.name={self.env_name!r} is a GEM env: it writes its own "
+                    f"prompts and scores each turn; remove {fields}"
+                )
         if datasets:
             if (self.rubric_file_path is None) == (self.reward is None):
                 raise ValueError("a dataset rollout needs one of reward and rubric_file_path")
@@ -299,7 +394,7 @@ class LLMEnvSpec(EnvSpecBase):
             if self.max_turns not in (None, 1):
                 raise ValueError("a dataset rollout is single-turn: max_turns must be 1")
             if self.env_config:
-                raise ValueError("env_config only applies to an entrypoint rollout env")
+                raise ValueError("env_config only applies to an entrypoint or gem: rollout env")
         return self
 
 

@@ -15,8 +15,19 @@ from pydantic import (
 from pydantic.dataclasses import dataclass
 
 DTYPE_NAMES = ("bfloat16", "float16", "float32", "float64")
-ACTING_FSDP_FIELDS = frozenset({"reshard_after_forward"})
-"""The FSDP settings sharding reads; any other set away from its default is refused."""
+REFUSED_FSDP_FIELDS: dict[str, str] = {
+    "ep": "this trainer has no expert-parallel path (packed MoE experts are sharded like "
+    "any other weight); remove fsdp.ep",
+    "ep_token_blocks": "it splits tokens for expert parallel, which this trainer does not "
+    "have; remove fsdp.ep_token_blocks",
+    "tp": "this trainer has no tensor-parallel path for the LoRA-wrapped layers; shard "
+    "across more processes with FSDP instead, and remove fsdp.tp",
+    "compile_blocks": "this trainer does not torch.compile transformer blocks (sharded "
+    "or not); remove fsdp.compile_blocks",
+    "compile_backend": "it picks the backend for compile_blocks, which this trainer does "
+    "not do; remove fsdp.compile_backend",
+}
+"""FSDP settings refused away from their defaults, with why and what to do instead."""
 
 
 def _dtype_name(value: Any) -> str:
@@ -29,72 +40,116 @@ def _dtype_name(value: Any) -> str:
 
 @dataclass(config=ConfigDict(extra="forbid"))
 class FSDPConfig:
-    """Settings for sharding the LLM actor with PyTorch FSDP2 (``fully_shard``)."""
+    """Settings for sharding the LLM actor with PyTorch FSDP2 (``fully_shard``).
+
+    See :func:`agilerl.llm.distributed.fully_shard_model` for how each one is applied.
+    Settings a run's machine cannot honour (``cpu_offload`` without CUDA, a
+    ``shard_group_size`` that does not divide the processes) are refused when the
+    model is sharded; ``ep``, ``ep_token_blocks``, ``tp``, ``compile_blocks`` and
+    ``compile_backend`` have no implementation here and are refused away from their
+    defaults.
+    """
 
     reshard_after_forward: bool = Field(
         True,
-        description="Free gathered parameters after each module's forward. "
-        "False keeps them gathered: faster, more VRAM.",
+        description="Free gathered parameters after each FSDP unit's forward (gather them "
+        "again in backward). False keeps them gathered: faster, more memory.",
     )
     cpu_offload: bool = Field(
         False,
-        description="Offload sharded parameters and gradients to CPU. Needs colocated vLLM. "
-        "Mutually exclusive with optim_cpu_offload.",
+        description="Keep sharded parameters, gradients and the optimizer step on the CPU "
+        "(FSDP2 CPUOffloadPolicy). Needs CUDA: refused on a CPU run, where they already "
+        "live in host memory. Mutually exclusive with optim_cpu_offload.",
     )
     optim_cpu_offload: bool = Field(
         True,
-        description="Keep Adam state on CPU and move it to GPU only for step(). "
-        "Parameters and gradients stay on GPU.",
+        description="Keep the optimizer state in host memory between steps: moved to the "
+        "parameters' device for step() and back after (optimizer step hooks). On a CPU run "
+        "the state lives in host memory anyway.",
     )
     defer_grad_sync: bool = Field(
         True,
-        description="Reduce-scatter gradients only on the last micro-batch of an optimizer step.",
+        description="With several micro-batches per optimizer step, reduce-scatter "
+        "gradients only in the last micro-batch's backward (the others accumulate "
+        "locally); the update is the same, with fewer collectives.",
     )
     param_dtype: str = Field(
         "bfloat16",
-        description="Mixed-precision parameter dtype, e.g. 'bfloat16'. "
+        description="Dtype of gathered parameters, so of forward and backward compute "
+        "(FSDP2 MixedPrecisionPolicy); the sharded master weights and the optimizer keep "
+        "the model's dtype. Frozen parameters left unsharded (param_persistence_threshold) "
+        "are cast to it. float32 on a float32 model turns mixed precision off. "
         "A torch.dtype is accepted and stored by name.",
     )
     reduce_dtype: str = Field(
-        "float32", description="Dtype for gradient reduce-scatter and all-reduce."
+        "float32",
+        description="Dtype gradients are reduce-scattered (and accumulated, under "
+        "defer_grad_sync) in.",
     )
     prefetch_units: int = Field(
-        1, ge=1, description="Neighbouring FSDP units to all-gather ahead during forward."
+        1,
+        ge=1,
+        description="FSDP units each block unit all-gathers ahead of it in forward "
+        "(set_modules_to_forward_prefetch): more overlap, more gathered memory.",
     )
     backward_prefetch_units: int = Field(
-        1, ge=1, description="Neighbouring FSDP units to all-gather ahead during backward."
+        1,
+        ge=1,
+        description="FSDP units each block unit all-gathers ahead of it (the earlier "
+        "blocks) in backward (set_modules_to_backward_prefetch).",
     )
     checkpoint_skip_layer_types: list[str] = Field(
         default_factory=list,
-        description="Transformer block kinds left out of activation checkpointing.",
+        description="Block kinds run without activation checkpointing: a block's class name "
+        "(e.g. LlamaDecoderLayer) or its entry in the model config's layer_types (e.g. "
+        "sliding_attention). Needs algorithm.gradient_checkpointing; a kind matching no block "
+        "is refused.",
     )
     checkpoint_every_n_blocks: int = Field(
-        1, ge=1, description="Checkpoint one in every n blocks not skipped."
+        1,
+        ge=1,
+        description="Of the blocks not skipped, checkpoint the first and then one in every n "
+        "(the rest keep their activations). Needs algorithm.gradient_checkpointing.",
     )
     wrap_every_n_blocks: int = Field(
-        1, ge=1, description="Consecutive transformer blocks per FSDP unit."
+        1,
+        ge=1,
+        description="Consecutive transformer blocks per FSDP unit (gathered and "
+        "reduce-scattered together in one collective each).",
     )
     param_persistence_threshold: int = Field(
         100_000,
         ge=0,
-        description="Parameters with fewer elements than this stay unsharded; 0 shards all.",
+        description="Frozen parameters with fewer elements than this are not sharded: every "
+        "process keeps them whole (in param_dtype) and never gathers them. Trainable "
+        "parameters are always sharded. 0 shards all.",
     )
-    ep: int = Field(1, ge=1, description="Expert-parallel degree for packed MoE experts.")
+    ep: int = Field(
+        1, ge=1, description="Expert-parallel degree for packed MoE experts. Refused above 1."
+    )
     ep_token_blocks: int = Field(
-        1, ge=1, description="Token blocks per routed MoE layer under expert parallel."
+        1,
+        ge=1,
+        description="Token blocks per routed MoE layer under expert parallel. Refused above 1.",
     )
-    tp: int = Field(1, ge=1, description="Tensor-parallel degree for dense layers.")
+    tp: int = Field(
+        1, ge=1, description="Tensor-parallel degree for dense layers. Refused above 1."
+    )
     shard_group_size: int | None = Field(
         None,
         ge=1,
-        description="Ranks that shard weights between them; groups replicate (HSDP). "
-        "None shards across all trainer ranks.",
+        description="Ranks that shard weights between them; the groups replicate (HSDP, a "
+        "(replicate, shard) device mesh). Must divide the trainer processes. "
+        "None shards across all of them.",
     )
     compile_blocks: bool = Field(
-        False, description="torch.compile the dense submodules of each transformer block."
+        False,
+        description="torch.compile the dense submodules of each transformer block. Refused: "
+        "no compile path here.",
     )
     compile_backend: str = Field(
-        "inductor", description="torch.compile backend for compile_blocks."
+        "inductor",
+        description="torch.compile backend for compile_blocks. Refused away from its default.",
     )
 
     @field_validator("param_dtype", "reduce_dtype", mode="before")
@@ -113,17 +168,12 @@ class FSDPConfig:
 
     @model_validator(mode="after")
     def _only_what_acts(self) -> FSDPConfig:
-        # FSDP2 here shards every transformer block and the root (fully_shard, gloo or NCCL)
-        # and takes reshard_after_forward; any other setting would be accepted and ignored.
-        for name, info in type(self).__pydantic_fields__.items():
-            if name in ACTING_FSDP_FIELDS:
-                continue
+        # Settings with no implementation here would be accepted and ignored.
+        for name, reason in REFUSED_FSDP_FIELDS.items():
+            info = type(self).__pydantic_fields__[name]
             value, default = getattr(self, name), info.get_default(call_default_factory=True)
             if value != default:
-                raise ValueError(
-                    f"fsdp.{name}={value!r} cannot act here: sharding takes "
-                    f"{', '.join(sorted(ACTING_FSDP_FIELDS))} only; remove fsdp.{name}"
-                )
+                raise ValueError(f"fsdp.{name}={value!r} cannot act here: {reason}")
         return self
 
 

@@ -26,6 +26,10 @@ STOP_AFTER = "stop_after"
 """``run.stop_requested`` once a drill's ``stop_after`` steps are done."""
 
 
+EVALUATION_INTERVAL = 10
+"""Steps between held-out evaluations when ``training.evaluation_interval`` is unset."""
+
+
 class LLMMembers(Members):
     """The shared part of the LLM paradigms' :class:`~agilerl.training.engine.MemberTrainer`.
 

@@ -23,10 +23,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from agilerl.arena.models.training import CheckpointExportSpec
+from agilerl.arena.models.training import CheckpointExportSpec, TrainingSpec
 from agilerl.llm.datasets import LLMDatasetEnv
 from agilerl.training.engine import run_population
-from agilerl.training.llm.members import LLMMembers, llm_run_context
+from agilerl.training.llm.members import EVALUATION_INTERVAL, LLMMembers, llm_run_context
 from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.results import LoopResult, mean_metrics
 from agilerl.training.run_context import RunContext
@@ -98,13 +98,7 @@ def train_llm_dataset(
     population: list[Any],
     env: LLMDatasetEnv,
     *,
-    max_steps: int | None = None,
-    num_epochs: int | None = 1,
-    evaluation_interval: int = 10,
-    checkpoint_steps: int | None = None,
-    checkpoint_export: CheckpointExportSpec | None = None,
-    evo_steps: int | None = None,
-    evo_epochs: int | None = None,
+    training: TrainingSpec,
     tournament: Any = None,
     mutation: Any = None,
     run: RunContext | None = None,
@@ -115,19 +109,19 @@ def train_llm_dataset(
 ) -> LoopResult:
     """Fine-tune a population of SFT or DPO agents on a dataset env.
 
+    Read from ``training``: ``max_steps`` (batches per agent) and ``num_epochs``
+    (passes over the training split; unset: ``max_steps`` batches), whichever ends
+    first; ``evaluation_interval`` (batches between held-out evaluations, and one at
+    the end; 10 when unset); ``checkpoint_steps`` (population batches between
+    checkpoints, at the first evaluation past each multiple; ``None``: after every
+    evaluation); ``checkpoint_export``; ``evo_steps`` (batches between evolutions, at
+    the first evaluation past each multiple; ``None``: every evaluation) or
+    ``evo_epochs`` (passes between evolutions, in place of ``evo_steps``).
+
     Args:
         population: Agents (:class:`~agilerl.algorithms.llm_dataset.DatasetLLMAlgorithm`).
         env: The dataset env (train and test splits).
-        max_steps: Batches per agent; ``None`` runs ``num_epochs`` passes.
-        num_epochs: Passes over the training split; ``None`` runs ``max_steps`` batches.
-        evaluation_interval: Batches between held-out evaluations (and one at the end).
-        checkpoint_steps: Population batches between checkpoints, at the first
-            evaluation past each multiple (``None``: after every evaluation).
-        checkpoint_export: Adapter-only or merged exports (default: adapters).
-        evo_steps: Batches between evolutions (at the first evaluation past
-            each multiple; default: every evaluation).
-        evo_epochs: Passes over the training split between evolutions (replaces
-            ``evo_steps``: ``evo_epochs`` x batches per epoch).
+        training: The validated training spec.
         tournament: Selection operator (evolutionary HPO; ``None``: no evolution).
         mutation: Mutation operator, used with ``tournament``.
         run: Run context from the trainer; otherwise one is made for ``run_dir``.
@@ -139,24 +133,23 @@ def train_llm_dataset(
 
     Returns:
         The loop's result (unpacks as ``population, fitnesses``).
-
-    Raises:
-        ValueError: If neither ``max_steps`` nor ``num_epochs`` is set.
     """
-    if max_steps is None and num_epochs is None:
-        raise ValueError("set max_steps or num_epochs")
     del env_factory
     context = llm_run_context(population, run, run_dir, resume)
+    context.training = training
     spec = population[0].spec
-    members = DatasetMembers(env, spec.batch_size, spec.seed, checkpoint_export, stop_after)
-    if evo_epochs is not None:
-        evo_steps = evo_epochs * members.per_epoch
-    total = min(
-        max_steps if max_steps is not None else math.inf,
-        num_epochs * members.per_epoch if num_epochs is not None else math.inf,
+    members = DatasetMembers(
+        env, spec.batch_size, spec.seed, training.checkpoint_export, stop_after
     )
+    evolve_every = training.evo_steps
+    if training.evo_epochs is not None:
+        evolve_every = training.evo_epochs * members.per_epoch
+    total = training.max_steps
+    if training.num_epochs is not None:
+        total = min(total, training.num_epochs * members.per_epoch)
     return run_population(
-        population, members, context, max_steps=int(total), evo_steps=evaluation_interval,
-        checkpoint=checkpoint_steps, tournament=tournament, mutation=mutation,
-        evolve_every=evo_steps, label=f"{spec.name} dataset",
+        population, members, context, training.model_copy(update={"max_steps": total}),
+        evaluate_every=training.evaluation_interval or EVALUATION_INTERVAL,
+        evolve_every=evolve_every, tournament=tournament, mutation=mutation,
+        label=f"{spec.name} dataset",
     )  # fmt: skip

@@ -31,14 +31,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from agilerl.arena.models.errors import RunFailure
-from agilerl.arena.models.training import CheckpointExportSpec
+from agilerl.arena.models.training import CheckpointExportSpec, TrainingSpec
 from agilerl.llm import distributed
 from agilerl.llm.generation import stop_generation_when
 from agilerl.llm.rollout import Sample, collect
@@ -46,7 +46,7 @@ from agilerl.llm.rollout_env import RolloutEnv
 from agilerl.logging.run_dir import CsvTable
 from agilerl.training.checkpointing import rng_state, set_rng_state
 from agilerl.training.engine import run_population
-from agilerl.training.llm.members import LLMMembers, llm_run_context
+from agilerl.training.llm.members import EVALUATION_INTERVAL, LLMMembers, llm_run_context
 from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.results import LoopResult, mean_metrics
 from agilerl.training.run_context import RunContext
@@ -401,67 +401,69 @@ class _Ahead:
         return ahead
 
 
+EVAL_ROWS = 32
+"""Held-out rows per evaluation when ``training.eval_samples_per_task`` is 0."""
+
+
+@dataclass(frozen=True)
+class EngineLayout:
+    """The rollout engines of ``rollout_mode: async``, resolved from the training spec.
+
+    Attributes:
+        engines: Engine processes (the population's members train one after another
+            and share them).
+        threads: OpenMP threads per engine process (CPU; ``None``: the engine's default).
+    """
+
+    engines: int = 1
+    threads: int | None = None
+
+
 def train_llm_rollout(
     population: list[Any],
     env: RolloutEnv,
     *,
-    max_steps: int = 100,
-    evaluation_interval: int = 10,
-    checkpoint_steps: int | None = None,
-    checkpoint_export: CheckpointExportSpec | None = None,
+    training: TrainingSpec,
     max_reward: float | None = None,
-    evo_steps: int | None = None,
+    engine_layout: EngineLayout | None = None,
     tournament: Any = None,
     mutation: Any = None,
-    eval_rows: int | None = 32,
-    eval_greedy: bool = True,
     run: RunContext | None = None,
     run_dir: str | Path | None = None,
     resume: bool = False,
     stop_after: int | None = None,
-    weight_sync_interval: int | None = None,
-    reuse_prefix_cache_across_syncs: bool = False,
-    rollout_mode: str = "colocated",
-    rollout_engines: int = 1,
-    rollout_batch_size: int | None = None,
-    engine_threads: int | None = None,
     env_factory: Any = None,
 ) -> LoopResult:
     """Fine-tune a population of rollout agents (GRPO, LLM REINFORCE, LLM PPO).
 
+    Read from ``training``: ``max_steps`` (rounds per agent), ``evaluation_interval``
+    (rounds between held-out evaluations, and one at the end; 10 when unset),
+    ``checkpoint_steps`` (population rounds between checkpoints, at the first
+    evaluation past each multiple; ``None``: after every evaluation),
+    ``checkpoint_export``, ``evo_steps`` (rounds between evolutions; ``None``: every
+    evaluation), ``eval_samples_per_task`` (held-out rows per evaluation;
+    :data:`EVAL_ROWS` when 0), ``eval_greedy``, ``weight_sync_interval`` (rounds
+    between weight syncs to a vLLM engine; ``None``: every round),
+    ``reuse_prefix_cache_across_syncs`` (faster prefills, but a resumed run samples
+    differently), ``rollout_mode`` (``async``: engines in processes of their own,
+    :mod:`agilerl.llm.async_engines`, generate the next round while this one is
+    learnt from; needs vLLM) and ``rollout_batch_size`` (prompt groups per engine
+    request; default: a round split evenly over the engines).
+
     Args:
         population: Agents (:class:`~agilerl.algorithms.llm_rollout.RolloutLLMAlgorithm`).
         env: The rollout env (train and held-out rows).
-        max_steps: Rounds per agent.
-        evaluation_interval: Rounds between held-out evaluations (and one at the end).
-        checkpoint_steps: Population rounds between checkpoints, at the first
-            evaluation past each multiple (``None``: after every evaluation).
-        checkpoint_export: Adapter-only or merged exports (default: adapters).
+        training: The validated training spec.
         max_reward: A completion scoring at least this passes (default: the env's).
-        evo_steps: Rounds between evolutions (at the first evaluation past
-            each multiple; default: every evaluation).
+        engine_layout: The async rollout engines (default: one engine, or
+            ``training.rollout_engines_per_agent`` when it is a number).
         tournament: Selection operator (evolutionary HPO; ``None``: no evolution).
         mutation: Mutation operator, used with ``tournament``.
-        eval_rows: Held-out rows per evaluation (``None``: all).
-        eval_greedy: Greedy decoding for evaluation.
         run: Run context from the trainer; otherwise one is made for ``run_dir``.
         run_dir: Run directory for metrics and checkpoints when called directly.
         resume: Continue from the newest checkpoint in ``run_dir``.
         stop_after: Stop (as if interrupted, after a checkpoint) once the
             population has taken this many rounds; for tests and preemption drills.
-        weight_sync_interval: Rounds between weight syncs to a vLLM engine
-            (``None``: every round, on-policy).
-        reuse_prefix_cache_across_syncs: Keep vLLM's prefix cache across rounds and
-            weight syncs: faster prefills, but samples then depend on the engine's
-            history (a resumed run samples differently).
-        rollout_mode: ``colocated`` (the engine in this process) or ``async``
-            (:mod:`agilerl.llm.async_engines`: engines in processes of their own
-            generate the next round while this one is learnt from; needs vLLM).
-        rollout_engines: Engine processes (async; the population's members train
-            one after another and share them).
-        rollout_batch_size: Prompt groups per engine request (async; default: a
-            round split evenly over the engines).
-        engine_threads: OpenMP threads per engine process (async, CPU).
         env_factory: The trainer's env factory; unused (the env holds every split).
 
     Returns:
@@ -474,6 +476,7 @@ def train_llm_rollout(
     if max_reward is not None:
         env.max_reward = float(max_reward)
     context = llm_run_context(population, run, run_dir, resume)
+    context.training = training
     rank, world = distributed.rank(), distributed.world_size()
     spec = population[0].spec
     if world > 1:
@@ -484,24 +487,27 @@ def train_llm_rollout(
         context.stop_agreement = lambda local: distributed.global_sum(float(local)) > 0
         # each process samples its own completions
         torch.manual_seed(spec.seed * 1009 + rank + 100_003 * population[0].batches)
-    held_out = env.test[:eval_rows] if eval_rows else env.test
+    eval_rows = training.eval_samples_per_task or EVAL_ROWS
+    held_out = env.test[:eval_rows]
     held_out = distributed.shard(held_out[: len(held_out) - len(held_out) % world])
     members = RolloutMembers(
-        env, held_out, batch_size=spec.batch_size, seed=spec.seed, greedy=eval_greedy,
+        env, held_out, batch_size=spec.batch_size, seed=spec.seed, greedy=training.eval_greedy,
         run_dir=context.run_dir.path if context.run_dir is not None else None,
-        export=checkpoint_export, stop_after=stop_after,
-        weight_sync_interval=weight_sync_interval or 1,
+        export=training.checkpoint_export, stop_after=stop_after,
+        weight_sync_interval=training.weight_sync_interval or 1,
     )  # fmt: skip
-    if rollout_mode == "async":
+    if training.rollout_mode == "async":
         from agilerl.llm.async_engines import AsyncVLLMGenerator
 
         if any(a.generator is None for a in population):
             raise ValueError("rollout_mode async generates with vLLM: set use_vllm")
+        layout = engine_layout or _default_layout(training)
+        batch = training.rollout_batch_size
         engine = AsyncVLLMGenerator(
             spec,
-            engines=rollout_engines,
-            chunk=rollout_batch_size * population[0].group_size if rollout_batch_size else None,
-            threads=engine_threads,
+            engines=layout.engines,
+            chunk=batch * population[0].group_size if batch else None,
+            threads=layout.threads,
             export_dir=spec.vllm_lora_export_dir,
         )
         for agent in population:
@@ -511,10 +517,16 @@ def train_llm_rollout(
     engines = {id(a.generator): a.generator for a in population if a.generator is not None}
     members.generators = list(engines.values())
     for engine in members.generators:
-        engine.reuse_prefix_cache = reuse_prefix_cache_across_syncs
+        engine.reuse_prefix_cache = training.reuse_prefix_cache_across_syncs
     members.forget_rounds_after(population)
     return run_population(
-        population, members, context, max_steps=max_steps, evo_steps=evaluation_interval,
-        checkpoint=checkpoint_steps, tournament=tournament, mutation=mutation,
-        evolve_every=evo_steps, label=f"{spec.name} rollout",
+        population, members, context, training,
+        evaluate_every=training.evaluation_interval or EVALUATION_INTERVAL,
+        evolve_every=training.evo_steps, tournament=tournament, mutation=mutation,
+        label=f"{spec.name} rollout",
     )  # fmt: skip
+
+
+def _default_layout(training: TrainingSpec) -> EngineLayout:
+    engines = training.rollout_engines_per_agent
+    return EngineLayout(engines=engines if isinstance(engines, int) and engines > 0 else 1)

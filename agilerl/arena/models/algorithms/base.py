@@ -160,20 +160,12 @@ class LLMAlgorithmSpec(AlgorithmSpec):
         "use_liger_kernel": "Liger's Triton kernels are not used (they need CUDA); remove "
         "algorithm.use_liger_kernel",
         "use_mamba_kernels": "Mamba CUDA kernels are not used; remove algorithm.use_mamba_kernels",
-        "activation_offload": "activations stay in memory; set algorithm.gradient_checkpointing: "
-        "true to cut activation memory instead",
         "moe_lora_recompute": "MoE LoRA recomputation is not offered; remove "
         "algorithm.moe_lora_recompute",
         "use_sequence_packing": "rollout samples are padded, not packed (packing acts on SFT "
         "and DPO); remove algorithm.use_sequence_packing (algorithm.chunk_rows or "
         "algorithm.micro_batch_size_per_gpu bounds memory)",
         "lora_target_scope": "choose the adapted modules with network.lora_config.target_modules",
-        "thinking_token_budget": "generation has no thinking budget; cap it with "
-        "algorithm.max_output_tokens",
-        "constrain_answer_pattern": "generation is not constrained to a pattern; score the "
-        "answer's format in the reward instead",
-        "answer_continuation": "generation is not constrained to an answer pattern; remove "
-        "algorithm.answer_continuation",
         "cosine_lr_schedule_config": "LLM fine-tuning keeps a constant learning rate; remove "
         "algorithm.cosine_lr_schedule_config",
     }
@@ -209,7 +201,13 @@ class LLMAlgorithmSpec(AlgorithmSpec):
         "bnb_4bit_use_double_quant, bnb_4bit_compute_dtype, llm_int8_threshold, "
         "llm_int8_skip_modules).",
     )
-    activation_offload: bool = Field(False, description="Offload activations to CPU.")
+    activation_offload: bool = Field(
+        False,
+        description="Keep the activations each training forward saves for backward in pinned "
+        "host memory (torch.autograd.graph.save_on_cpu) and copy them back for backward: less "
+        "GPU memory for a copy each way. Needs a CUDA device (on a CPU they already are in "
+        "host memory: refused when the agent is built). SFT refuses it.",
+    )
     moe_lora_recompute: bool | None = Field(None, description="Recompute MoE LoRA activations.")
     use_sequence_packing: bool = Field(
         False,
@@ -235,15 +233,33 @@ class LLMAlgorithmSpec(AlgorithmSpec):
     )
     hf_generate_chunk_size: int | None = Field(None, ge=1, description="Prompts per HF generate().")
     thinking_token_budget: int | None = Field(
-        None, ge=0, description="Tokens allowed for thinking; below the output cap."
+        None,
+        ge=0,
+        description="Tokens allowed for thinking; below the output cap. A completion thinks "
+        "inside <think>...</think> (from its first token when the prompt ends in an open "
+        "<think>); once a thought holds this many tokens unclosed, the tokens of </think> "
+        "are forced and generation goes on into the answer. Forced tokens stay in the "
+        "completion but are left out of the loss (the policy did not sample them). Needs "
+        "max_output_tokens, above it (the rest is the answer's). HF generate only (refused "
+        "with use_vllm). Null: thoughts are unbounded.",
     )
     constrain_answer_pattern: str | None = Field(
         None,
         validation_alias=AliasChoices("constrain_answer_pattern", "answer_pattern"),
-        description="Regex the answer must match; no ^ or $ anchors.",
+        description="Regex the answer must match; no ^ or $ anchors. The answer is the "
+        "completion after its thought (all of it without one), leading spaces, tabs and "
+        "newlines aside: "
+        "while decoding, only tokens that keep it a prefix of a match may be sampled and "
+        "EOS only at a full match, so a finished answer is a full match (one cut by "
+        "max_output_tokens is a prefix of one); thoughts are not constrained. HF generate "
+        "only (refused with use_vllm).",
     )
     answer_continuation: bool = Field(
-        False, description="Continue generation into the answer; needs an answer pattern."
+        False,
+        description="Continue generation past the answer pattern: the pattern constrains only "
+        "the start of the answer, and once the answer is a full match the model continues "
+        "freely (to EOS or max_output_tokens). False: the whole answer must match, and the "
+        "completion ends when no token can extend the match. Needs an answer pattern.",
     )
     # A boolean is accepted on input only: true becomes FSDPConfig(), false None.
     fsdp: FSDPField = Field(
@@ -290,8 +306,35 @@ class LLMAlgorithmSpec(AlgorithmSpec):
             raise ValueError("must not be anchored with ^ or $; the answer is matched in place")
         return value
 
+    def _max_output_tokens(self) -> int | None:
+        """The per-turn generation cap (``None``: this spec does not generate)."""
+        return None
+
     @model_validator(mode="after")
     def _llm_rules(self) -> LLMAlgorithmSpec:
+        refused = self.refused_fields
+        if (
+            self.answer_continuation
+            and self.constrain_answer_pattern is None
+            and "answer_continuation" not in refused
+        ):
+            raise ValueError(
+                "answer_continuation=True continues generation past the answer pattern: set "
+                "algorithm.constrain_answer_pattern, or remove answer_continuation"
+            )
+        budget = self.thinking_token_budget
+        if budget is not None and "thinking_token_budget" not in refused:
+            cap = self._max_output_tokens()
+            if cap is None:
+                raise ValueError(
+                    f"thinking_token_budget={budget} needs a per-turn output cap above it: "
+                    "set algorithm.max_output_tokens"
+                )
+            if budget >= cap:
+                raise ValueError(
+                    f"thinking_token_budget={budget} must be below max_output_tokens={cap}: "
+                    "the rest of the cap is for the closing tag and the answer"
+                )
         if (
             self.mini_batch_size is not None
             and self.micro_batch_size_per_gpu is not None
@@ -420,6 +463,9 @@ class RolloutLLMSpec(LLMAlgorithmSpec):
         "update's reference is the trainer's log-probs, the samples came from vLLM's.",
     )
     vllm_importance_sampling_cap: float = Field(2.0, ge=0.0, description="Cap of that correction.")
+
+    def _max_output_tokens(self) -> int | None:
+        return self.max_output_tokens
 
 
 class BanditSpec(SingleAgentAlgorithmSpec):

@@ -17,9 +17,16 @@ class DatasetLLMSpec(LLMAlgorithmSpec):
     env_type: ClassVar[str] = "dataset"
     # Dataset rows can be packed (agilerl.llm.packing); rollout samples cannot.
     refused_fields: ClassVar[dict[str, str]] = {
-        name: instead
-        for name, instead in LLMAlgorithmSpec.refused_fields.items()
-        if name != "use_sequence_packing"
+        **{
+            name: instead
+            for name, instead in LLMAlgorithmSpec.refused_fields.items()
+            if name != "use_sequence_packing"
+        },
+        **{
+            name: f"{name} controls generation, and training on dataset rows generates "
+            f"nothing; remove algorithm.{name}"
+            for name in ("thinking_token_budget", "constrain_answer_pattern", "answer_continuation")
+        },
     }
 
     @model_validator(mode="after")

@@ -27,5 +27,8 @@ class SFTSpec(DatasetLLMSpec):
     @model_validator(mode="after")
     def _no_offload(self) -> SFTSpec:
         if self.activation_offload:
-            raise ValueError("SFT does not support activation_offload")
+            raise ValueError(
+                "activation_offload: SFT does not offload activations; remove it and keep "
+                "algorithm.gradient_checkpointing: true to cut activation memory"
+            )
         return self
