@@ -12,7 +12,7 @@ from gymnasium import spaces
 from torch import nn
 
 from agilerl.algorithms.core.off_policy import Batch, OffPolicyAlgorithm, soft_update
-from agilerl.algorithms.core.rng import restore_generator
+from agilerl.algorithms.core.rng import device_generator, restore_generator
 from agilerl.arena.models.algorithms.sac import SACSpec
 from agilerl.networks.deterministic import ContinuousQNetwork, critic_values
 from agilerl.networks.fastgrad import (
@@ -213,15 +213,7 @@ class SAC(OffPolicyAlgorithm):
         self.critic_optimizer = FlatAdam(self._online_params, lr=spec.lr_critic, fused=True)
         self.alpha_optimizer = FlatAdam([self.log_alpha], lr=spec.lr_alpha, fused=True)
         self._to_tensor = make_obs_converter(self.observation_space, self.device)
-        device = torch.device(self.device)
-        rng: torch.Generator | None = getattr(self, "sample_rng", None)
-        if rng is None or rng.device.type != device.type:  # once per agent (or a new device)
-            generator = torch.Generator(device=device)
-            if rng is None:
-                generator.manual_seed(int(self.rng.integers(0, 2**62)))
-            else:
-                restore_generator(generator, rng.get_state())
-            self.sample_rng = generator
+        self.sample_rng = device_generator(getattr(self, "sample_rng", None), self.device, self.rng)
         chain = None
         if isinstance(self.actor, SquashedGaussianActor):
             chain = joined_chain(self.actor.encoder, self.actor.head)

@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from agilerl.algorithms.core.rng import restore_generator
+from agilerl.algorithms.core.rng import device_generator, restore_generator
 from agilerl.algorithms.ddpg import DDPG
 from agilerl.arena.models.algorithms.td3 import TD3Spec
 from agilerl.networks.fastgrad import GradTape
@@ -67,15 +67,9 @@ class TD3(DDPG):
 
     def _build(self, *args: Any, **kwargs: Any) -> None:
         super()._build(*args, **kwargs)
-        device = torch.device(self.device)
-        rng: torch.Generator | None = getattr(self, "smoothing_rng", None)
-        if rng is None or rng.device.type != device.type:  # once per agent (or a new device)
-            generator = torch.Generator(device=device)
-            if rng is None:
-                generator.manual_seed(int(self.rng.integers(0, 2**62)))
-            else:
-                restore_generator(generator, rng.get_state())
-            self.smoothing_rng = generator
+        self.smoothing_rng = device_generator(
+            getattr(self, "smoothing_rng", None), self.device, self.rng
+        )
 
     def _extra_state(self) -> dict[str, Any]:
         return {**super()._extra_state(), "smoothing_rng": self.smoothing_rng.get_state()}

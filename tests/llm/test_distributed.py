@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -13,16 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.llm.torchrun import run_two_processes
+
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
-
-
-def _free_port() -> int:
-    """A port nothing listens on now (tests running side by side each get their own)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 F32 = {"param_dtype": "float32"}  # no mixed precision: the same arithmetic as one process
@@ -74,24 +66,12 @@ def test_two_processes_match_one(
     options = MODES[mode]
     one_losses, one_sums = run(str(tiny_model_dir), str(samples_file), micro=options.get("micro"))
     out = tmp_path / "two.json"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc_per_node=2",
-            f"--master_port={_free_port()}",
-            str(HERE / "dp_worker.py"),
-            str(tiny_model_dir),
-            str(samples_file),
-            str(out),
-            *(f"--{k}={json.dumps(v) if isinstance(v, dict) else v}" for k, v in options.items()),
-        ],
-        check=True,
-        env=env,
-        cwd=REPO,
-        timeout=300,
+    run_two_processes(
+        HERE / "dp_worker.py",
+        str(tiny_model_dir),
+        str(samples_file),
+        str(out),
+        *(f"--{k}={json.dumps(v) if isinstance(v, dict) else v}" for k, v in options.items()),
     )
     two = json.loads(out.read_text())
     assert two["world"] == 2 and two["sharded"] == mode.startswith("fsdp")
@@ -110,23 +90,7 @@ def test_two_processes_match_one(
 def test_the_rollout_loop_runs_data_parallel(tiny_model_dir, tmp_path: Path) -> None:
     import csv
 
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc_per_node=2",
-            f"--master_port={_free_port()}",
-            str(HERE / "dp_loop_worker.py"),
-            str(tiny_model_dir),
-            str(tmp_path / "run"),
-        ],
-        check=True,
-        env=env,
-        cwd=REPO,
-        timeout=300,
-    )
+    run_two_processes(HERE / "dp_loop_worker.py", str(tiny_model_dir), str(tmp_path / "run"))
     rounds = list(csv.DictReader((tmp_path / "run" / "rewards.csv").open()))
     assert [int(r["step"]) for r in rounds] == [1, 2, 3]
     evals = list(csv.DictReader((tmp_path / "run" / "metrics.csv").open()))

@@ -9,47 +9,23 @@ group.
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.llm.torchrun import run_two_processes
 
 pytestmark = pytest.mark.llm
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def facts(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """``{case: facts}`` from one two-process run of every case in ``fsdp_worker.CASES``."""
     out = tmp_path_factory.mktemp("fsdp") / "facts.json"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc_per_node=2",
-            f"--master_port={_free_port()}",
-            str(HERE / "fsdp_worker.py"),
-            str(tiny_model_dir),
-            str(out),
-        ],
-        check=True,
-        env=env,
-        cwd=REPO,
-        timeout=300,
-    )
+    run_two_processes(HERE / "fsdp_worker.py", str(tiny_model_dir), str(out))
     return json.loads(out.read_text())
 
 

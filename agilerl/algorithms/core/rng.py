@@ -46,3 +46,29 @@ def generator_from_state(state: str | Mapping[str, Any]) -> np.random.Generator:
     bit_generator = cls()
     bit_generator.state = data
     return np.random.Generator(bit_generator)
+
+
+def device_generator(
+    current: torch.Generator | None, device: str | torch.device, seeds: np.random.Generator
+) -> torch.Generator:
+    """An agent's own torch generator on ``device``, made once from its numpy generator.
+
+    Args:
+        current: The generator the agent holds (``None`` before its first build).
+        device: Where the draws happen.
+        seeds: The agent's numpy generator, which seeds a new generator once.
+
+    Returns:
+        ``current`` when it is already on ``device``'s type; else a new generator,
+        carrying ``current``'s state across devices (:func:`restore_generator`) or,
+        the first time, seeded from ``seeds``.
+    """
+    device = torch.device(device)
+    if current is not None and current.device.type == device.type:
+        return current
+    generator = torch.Generator(device=device)
+    if current is None:
+        generator.manual_seed(int(seeds.integers(0, 2**62)))
+    else:
+        restore_generator(generator, current.get_state())
+    return generator
