@@ -10,14 +10,17 @@ from gymnasium import spaces
 from agilerl.algorithms.batched import DQNGroup, LoneGroup, make_groups
 from agilerl.algorithms.dqn import DQN
 from agilerl.arena.models.algorithms.dqn import DQNSpec
+from tests.algorithms.batched_helpers import (
+    NET,
+    assert_learns_like_lone,
+    assert_same_members,
+    member_major,
+    network_weights,
+    random_batch,
+)
 
 OBS = spaces.Box(-1.0, 1.0, (4,), np.float32)
 ACT = spaces.Discrete(3)
-NET = {
-    "latent_dim": 16,
-    "encoder_config": {"arch": "mlp", "hidden_size": [16]},
-    "head_config": {"hidden_size": [16]},
-}
 
 
 def _agent(index: int, net: dict | None = None, obs: spaces.Space = OBS, **hps: object) -> DQN:
@@ -27,13 +30,7 @@ def _agent(index: int, net: dict | None = None, obs: spaces.Space = OBS, **hps: 
 
 
 def _batch(rng: np.random.Generator, size: int) -> dict[str, np.ndarray]:
-    return {
-        "obs": rng.standard_normal((size, 4)).astype(np.float32),
-        "action": rng.integers(0, 3, size),
-        "reward": rng.standard_normal(size).astype(np.float32),
-        "next_obs": rng.standard_normal((size, 4)).astype(np.float32),
-        "done": (rng.random(size) < 0.2).astype(np.float32),
-    }
+    return random_batch(rng, size, obs_dim=4, discrete=3)
 
 
 HPS = [
@@ -41,12 +38,6 @@ HPS = [
     {"lr": 5e-3, "gamma": 0.9, "tau": 1.0},
     {"lr": 2e-4, "gamma": 0.97, "tau": 0.0},
 ]
-
-
-def _weights(agent: DQN) -> list[torch.Tensor]:
-    return [
-        p.detach().clone() for p in [*agent.actor.parameters(), *agent.actor_target.parameters()]
-    ]
 
 
 @pytest.mark.parametrize("layer_norm", [False, True])
@@ -59,25 +50,15 @@ def test_group_updates_match_lone_agents(layer_norm: bool) -> None:
     assert len(groups) == 1 and isinstance(groups[0], DQNGroup)
     group = groups[0]
     rng = np.random.default_rng(0)
-    for _ in range(6):
-        batches = [_batch(rng, 8) for _ in lone]
-        expected = [agent.learn(b) for agent, b in zip(lone, batches, strict=True)]
-        got = group.learn(range(3), batches)
-        for e, g in zip(expected, got, strict=True):
-            assert g["loss"] == pytest.approx(e["loss"], rel=1e-4, abs=1e-6)
+    assert_learns_like_lone(lone, group, rng, _batch, ("loss",))
     # Only some members learn (different learn steps): the others must not move.
     batches = [_batch(rng, 8) for _ in lone]
     lone[2].learn(batches[2])
     group.learn([2], [batches[2]])
     group.sync()
-    for a, b in zip(lone, stacked, strict=True):
-        assert a.num_updates == b.num_updates
-        assert a.optimizer.step_count == b.optimizer.step_count
-        for x, y in zip(_weights(a), _weights(b), strict=True):
-            torch.testing.assert_close(y, x, rtol=1e-4, atol=1e-6)
-        torch.testing.assert_close(b.optimizer.exp_avg_sq, a.optimizer.exp_avg_sq)
+    assert_same_members(lone, stacked, network_weights, ("optimizer",))
     # The members moved: this is not comparing untouched copies.
-    assert not torch.equal(_weights(stacked[0])[0], _weights(_agent(0, **HPS[0]))[0])
+    assert not torch.equal(network_weights(stacked[0])[0], network_weights(_agent(0, **HPS[0]))[0])
 
 
 def test_group_acts_like_lone_agents() -> None:
@@ -107,7 +88,7 @@ def test_other_architectures_form_their_own_groups() -> None:
 def test_one_member_major_batch_equals_one_batch_per_member() -> None:
     rng = np.random.default_rng(2)
     batches = [_batch(rng, 8) for _ in HPS]
-    joined = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+    joined = member_major(batches)
     listed = make_groups([_agent(i, **hp) for i, hp in enumerate(HPS)])[0]
     stacked = make_groups([_agent(i, **hp) for i, hp in enumerate(HPS)])[0]
     assert listed.learn(range(3), batches) == stacked.learn(range(3), joined)

@@ -10,14 +10,18 @@ from gymnasium import spaces
 from agilerl.algorithms.batched import LoneGroup, SACGroup, make_groups
 from agilerl.algorithms.sac import SAC
 from agilerl.arena.models.algorithms.sac import SACSpec
+from tests.algorithms.batched_helpers import (
+    NET,
+    assert_acts_like_lone,
+    assert_learns_like_lone,
+    assert_same_members,
+    learn_subsets,
+    network_weights,
+    random_batch,
+)
 
 OBS = spaces.Box(-1.0, 1.0, (3,), np.float32)
 ACT = spaces.Box(-2.0, 2.0, (2,), np.float32)
-NET = {
-    "latent_dim": 16,
-    "encoder_config": {"arch": "mlp", "hidden_size": [16]},
-    "head_config": {"hidden_size": [16]},
-}
 HPS = [
     {"lr_actor": 1e-3, "lr_critic": 2e-3, "gamma": 0.99, "tau": 0.05, "policy_freq": 2},
     {"lr_actor": 5e-3, "lr_critic": 1e-3, "gamma": 0.9, "tau": 1.0, "policy_freq": 1,
@@ -37,21 +41,8 @@ def _population(net: dict | None = None) -> list[SAC]:
     return [_agent(i, net, **hp) for i, hp in enumerate(HPS)]
 
 
-def _batch(rng: np.random.Generator, size: int) -> dict[str, np.ndarray]:
-    return {
-        "obs": rng.standard_normal((size, 3)).astype(np.float32),
-        "action": rng.uniform(-2.0, 2.0, (size, 2)).astype(np.float32),
-        "reward": rng.standard_normal(size).astype(np.float32),
-        "next_obs": rng.standard_normal((size, 3)).astype(np.float32),
-        "done": (rng.random(size) < 0.2).astype(np.float32),
-    }
-
-
 def _weights(agent: SAC) -> list[torch.Tensor]:
-    nets = [getattr(agent, name) for name in agent.network_names]
-    return [p.detach().clone() for net in nets for p in net.parameters()] + [
-        agent.log_alpha.detach().clone()
-    ]
+    return [*network_weights(agent), agent.log_alpha.detach().clone()]
 
 
 @pytest.mark.parametrize("layer_norm", [False, True])
@@ -64,43 +55,19 @@ def test_group_updates_match_lone_agents(layer_norm: bool) -> None:
     group = groups[0]
     rng = np.random.default_rng(0)
     keys = ("critic_loss", "actor_loss", "alpha_loss", "entropy", "alpha", "q_mean")
-    for _ in range(6):
-        batches = [_batch(rng, 8) for _ in lone]
-        expected = [agent.learn(b) for agent, b in zip(lone, batches, strict=True)]
-        got = group.learn(range(3), batches)
-        for e, g in zip(expected, got, strict=True):
-            assert g["actor_updated"] == e["actor_updated"]
-            for key in keys:
-                assert g[key] == pytest.approx(e[key], rel=1e-4, abs=1e-6), key
+    assert_learns_like_lone(lone, group, rng, random_batch, keys)
     # Only some members learn (different learn steps): the others must not move.
-    for subset in ([2], [0, 1]):
-        batches = [_batch(rng, 8) for _ in subset]
-        for r, b in zip(subset, batches, strict=True):
-            lone[r].learn(b)
-        group.learn(subset, batches)
+    learn_subsets(lone, group, rng, random_batch, ([2], [0, 1]))
     group.sync()
-    for a, b in zip(lone, stacked, strict=True):
-        assert a.num_updates == b.num_updates
-        for opt in ("actor_optimizer", "critic_optimizer", "alpha_optimizer"):
-            assert getattr(a, opt).step_count == getattr(b, opt).step_count
-        for opt in ("actor_optimizer", "critic_optimizer"):
-            torch.testing.assert_close(getattr(b, opt).exp_avg_sq, getattr(a, opt).exp_avg_sq)
-        for x, y in zip(_weights(a), _weights(b), strict=True):
-            torch.testing.assert_close(y, x, rtol=1e-4, atol=1e-6)
+    optimizers = ("actor_optimizer", "critic_optimizer")
+    assert_same_members(lone, stacked, _weights, optimizers, counted=("alpha_optimizer",))
     fresh, moved = _weights(_population(net)[1]), _weights(stacked[1])
     assert not torch.equal(fresh[0], moved[0]) and not torch.equal(fresh[-1], moved[-1])
 
 
 def test_group_acts_like_lone_agents() -> None:
     lone, stacked = _population(), _population()
-    group = make_groups(stacked)[0]
-    obs = np.random.default_rng(1).standard_normal((3, 5, 3)).astype(np.float32)
-    for greedy in (True, False, False):
-        expected = [a.get_action(obs[i], greedy=greedy) for i, a in enumerate(lone)]
-        got = group.act(obs, [0.0] * 3, greedy=greedy)
-        for e, g in zip(expected, got, strict=True):
-            assert g.shape == e.shape == (5, 2)
-            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+    assert_acts_like_lone(lone, make_groups(stacked)[0])
 
 
 def test_shared_encoders_learn_alone() -> None:

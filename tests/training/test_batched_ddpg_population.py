@@ -8,13 +8,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.training.batched_helpers import rows, train_manifest
-
-NET = {
-    "latent_dim": 16,
-    "encoder_config": {"arch": "mlp", "hidden_size": [16]},
-    "head_config": {"hidden_size": [16]},
-}
+from tests.training.batched_helpers import (
+    EVO_NETWORK,
+    EVOLUTION,
+    NET,
+    assert_same_runs,
+    final_states,
+    rows,
+    train_manifest,
+)
 
 
 def _fast_manifest(algo: str) -> dict:
@@ -53,7 +55,7 @@ def test_batched_population_matches_sequential_members(
     train_manifest(_fast_manifest(algo), tmp_path / "sequential", False)
     assert len(stacked_updates) == calls  # the sequential run learns member by member
     _assert_same_runs(tmp_path / "batched", tmp_path / "sequential")
-    states = _final_states(tmp_path / "batched")
+    states = final_states(tmp_path / "batched")
     assert all(s["num_updates"] > 100 for s in states)
     heads = [s["networks"]["actor"]["head.linears.0.weight"] for s in states]
     assert not torch.allclose(heads[0], heads[1])  # the members differ: not one agent thrice
@@ -69,11 +71,7 @@ TD3_EVO = {
         "tau": 0.05,
     },
     "environment": {"name": "Pendulum-v1", "num_envs": 2},
-    "network": {
-        "latent_dim": 32,
-        "encoder_config": {"arch": "mlp", "hidden_size": [32]},
-        "head_config": {"hidden_size": [32]},
-    },
+    "network": EVO_NETWORK,
     "replay_buffer": {"max_size": 10_000, "store_in_checkpoint": True},
     "training": {
         "max_steps": 1200,
@@ -85,51 +83,14 @@ TD3_EVO = {
         "learning_delay": 100,
         "experience_sharing": False,
     },
-    "mutation": {
-        "probabilities": {
-            "no_mut": 0.1,
-            "arch_mut": 0.3,
-            "new_layer": 0.5,
-            "params_mut": 0.2,
-            "act_mut": 0.0,
-            "rl_hp_mut": 0.4,
-        },
-        "rand_seed": 5,
-    },
-    "tournament_selection": {"tournament_size": 2, "elitism": True},
+    **EVOLUTION,
 }
 
 
-def _final_states(run: Path) -> list[dict]:
-    latest = run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip()
-    return [torch.load(p, weights_only=True) for p in sorted(latest.glob("agent_*.pt"))]
-
-
 def _assert_same_runs(run: Path, expected: Path) -> None:
-    """The two runs' lineage, metrics and final checkpoints agree (within float rounding)."""
-    columns = ("generation", "index", "parent", "mutation", "detail")
-    if (expected / "hpo.csv").exists():
-        assert rows(run, "hpo.csv", columns) == rows(expected, "hpo.csv", columns)
-    with (expected / "metrics.csv").open() as f:
-        header = f.readline().strip().split(",")
-    exact = ("step", "generation", "agent", *[c for c in header if c.startswith("hp_")])
-    assert rows(run, "metrics.csv", exact) == rows(expected, "metrics.csv", exact)
-    for column in ("fitness", "critic_loss"):
-        got = [float(r[0]) for r in rows(run, "metrics.csv", (column,))]
-        want = [float(r[0]) for r in rows(expected, "metrics.csv", (column,))]
-        assert got == pytest.approx(want, rel=1e-3, abs=1e-4), column
-    for a, b in zip(_final_states(expected), _final_states(run), strict=True):
-        assert (a["index"], a["steps"], a["num_updates"]) == (
-            b["index"],
-            b["steps"],
-            b["num_updates"],
-        )
-        assert a["spec"] == b["spec"]
-        for name in ("actor_optimizer", "critic_optimizer"):
-            assert a["optimizers"][name]["state"]["step"] == b["optimizers"][name]["state"]["step"]
-        for name, net in a["networks"].items():
-            for key, tensor in net.items():
-                torch.testing.assert_close(b["networks"][name][key], tensor, rtol=1e-3, atol=2e-4)
+    """The two runs agree (see :func:`assert_same_runs`), actor and critic steps included."""
+    optimizers = ("actor_optimizer", "critic_optimizer")
+    assert_same_runs(run, expected, "critic_loss", optimizers, abs_tol=1e-4)
 
 
 GENERATIONS = {"TD3": 3, "SAC": 2}

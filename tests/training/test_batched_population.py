@@ -17,13 +17,15 @@ from agilerl.envs.gym import make_vector_env
 from agilerl.models.training import init_buffer
 from agilerl.training.population_loops import train_off_policy_population
 from agilerl.training.run_context import RunContext
-from tests.training.batched_helpers import assert_same_runs, rows, train_manifest
+from tests.training.batched_helpers import (
+    EVO_NETWORK,
+    EVOLUTION,
+    NET,
+    assert_same_runs,
+    rows,
+    train_manifest,
+)
 
-NET = {
-    "latent_dim": 16,
-    "encoder_config": {"arch": "mlp", "hidden_size": [16]},
-    "head_config": {"hidden_size": [16]},
-}
 HPS = [
     {"lr": 2e-3, "gamma": 0.99, "tau": 0.05, "batch_size": 16, "learn_step": 2},
     {"lr": 5e-4, "gamma": 0.95, "tau": 0.2, "batch_size": 16, "learn_step": 1},
@@ -109,11 +111,7 @@ def test_batched_dqn_population_matches_sequential_members() -> None:
 DQN_EVO = {
     "algorithm": {"name": "DQN", "lr": 2e-3, "batch_size": 32, "learn_step": 2, "tau": 0.05},
     "environment": {"name": "CartPole-v1", "num_envs": 2},
-    "network": {
-        "latent_dim": 32,
-        "encoder_config": {"arch": "mlp", "hidden_size": [32]},
-        "head_config": {"hidden_size": [32]},
-    },
+    "network": EVO_NETWORK,
     "replay_buffer": {"max_size": 10_000, "store_in_checkpoint": True},
     "training": {
         "max_steps": 1800,
@@ -126,18 +124,7 @@ DQN_EVO = {
         "eps_decay": 0.995,
         "experience_sharing": False,
     },
-    "mutation": {
-        "probabilities": {
-            "no_mut": 0.1,
-            "arch_mut": 0.3,
-            "new_layer": 0.5,
-            "params_mut": 0.2,
-            "act_mut": 0.0,
-            "rl_hp_mut": 0.4,
-        },
-        "rand_seed": 5,
-    },
-    "tournament_selection": {"tournament_size": 2, "elitism": True},
+    **EVOLUTION,
 }
 
 

@@ -25,73 +25,26 @@ from typing import Any
 
 import numpy as np
 import torch
-from gymnasium import spaces
 
-from agilerl.algorithms.core.off_policy import Batch
+from agilerl.algorithms.batched.actor_critic import (
+    ActorCriticGroup,
+    Pairs,
+    ViewsOf,
+    actor_critic_key,
+    stacked_critic,
+)
+from agilerl.algorithms.batched.common import checked_values
 from agilerl.algorithms.ddpg import DDPG, ddpg_actor_loss, ddpg_critic_loss
 from agilerl.algorithms.td3 import TD3, smooth_target_action
-from agilerl.networks.deterministic import ContinuousQNetwork, DeterministicActor
-from agilerl.networks.fastgrad import chain_of, joined_chain
-from agilerl.networks.optim import FlatAdam
-from agilerl.networks.stacked import (
-    LayerSlot,
-    LayerViews,
-    LayoutStack,
-    StackedAdam,
-    StackedGradTape,
-    chain_layout,
-)
+from agilerl.networks.deterministic import DeterministicActor
+from agilerl.networks.stacked import LayerViews, StackedGradTape
 
 __all__ = ["DDPGGroup", "ddpg_group_key"]
 
-Layout = tuple[LayerSlot, ...]
 
-
-def _layouts(agent: DDPG) -> tuple[Layout, tuple[tuple[Layout, Layout], ...]] | None:
-    """The actor's layout in its flat buffer and each critic's (encoder, head) layouts in theirs."""
-    actor_opt, critic_opt = agent.actor_optimizer, agent.critic_optimizer
-    actor_opt._relink_data()
-    critic_opt._relink_data()
-    chain = joined_chain(agent.actor.encoder, agent.actor.head)
-    actor = None if chain is None else chain_layout(chain, actor_opt.flat)
-    if actor is None:
-        return None
-    critics = []
-    for critic in agent._critics:
-        encoder, head = chain_of(critic.encoder), chain_of(critic.head)
-        if encoder is None or head is None:
-            return None
-        parts = chain_layout(encoder, critic_opt.flat), chain_layout(head, critic_opt.flat)
-        if parts[0] is None or parts[1] is None:
-            return None
-        critics.append(parts)
-    return actor, tuple(critics)
-
-
-def _offsets(online: Sequence[torch.Tensor], flat: torch.Tensor) -> list[int] | None:
-    """Where each online parameter starts in ``flat`` (``None`` unless they fill it exactly)."""
-    base, size = flat.data_ptr(), flat.element_size()
-    offsets = [(p.data_ptr() - base) // size for p in online]
-    spans = sorted((o, o + p.numel()) for o, p in zip(offsets, online, strict=True))
-    covered = 0
-    for start, end in spans:
-        if start != covered:
-            return None
-        covered = end
-    if covered != flat.numel() or not all(p.is_contiguous() for p in online):
-        return None
-    return offsets
-
-
-def _pairs(agent: DDPG) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], ...]:
-    """(online, target) parameter pairs of the actor and of the critics."""
-    actor = list(zip(agent.actor.parameters(), agent.actor_target.parameters(), strict=True))
-    critics = [
-        pair
-        for critic, target in zip(agent._critics, agent._critic_targets, strict=True)
-        for pair in zip(critic.parameters(), target.parameters(), strict=True)
-    ]
-    return actor, critics
+def _actor_pairs(agent: DDPG) -> Pairs:
+    """(online, target) parameter pairs of the actor."""
+    return list(zip(agent.actor.parameters(), agent.actor_target.parameters(), strict=True))
 
 
 def ddpg_group_key(agent: Any) -> tuple | None:
@@ -101,215 +54,35 @@ def ddpg_group_key(agent: Any) -> tuple | None:
     actor and critics are MLP chains with their own encoders (no
     ``share_encoders``), optimised by :class:`FlatAdam`.
     """
-    if type(agent) not in (DDPG, TD3) or agent.spec.share_encoders:
+    if type(agent) not in (DDPG, TD3):
         return None
-    if type(agent.actor) is not DeterministicActor or agent.actor.detach_encoder:
-        return None
-    if any(type(c) is not ContinuousQNetwork for c in agent._critics):
-        return None
-    space = agent.observation_space
-    if not isinstance(space, spaces.Box) or len(space.shape) != 1:
-        return None
-    optimizers = (agent.actor_optimizer, agent.critic_optimizer)
-    if not all(isinstance(o, FlatAdam) for o in optimizers):
-        return None
-    layouts = _layouts(agent)
-    if layouts is None:
-        return None
-    for pairs, opt in zip(_pairs(agent), optimizers, strict=True):
-        if _offsets([p for p, _ in pairs], opt.flat) is None:
-            return None
-    actor = agent.actor
-    return (
-        type(agent).__name__,
-        layouts,
-        actor.bounded,
-        tuple(actor.action_mid.tolist()),
-        tuple(actor.action_half_range.tolist()),
-        str(agent.device),
-        agent.actor_optimizer.flat.dtype,
-        agent.critic_optimizer.flat.dtype,
-    )
+    key = actor_critic_key(agent, DeterministicActor)
+    return None if key is None else (type(agent).__name__, agent.actor.bounded, *key)
 
 
-ViewsOf = Callable[[LayoutStack, torch.Tensor], list[LayerViews]]
-"""``views(net, rows)``: a net's per-layer views of ``[n, P]`` rows."""
-
-
-def _plain_views(net: LayoutStack, rows: torch.Tensor) -> list[LayerViews]:
-    return net.views(rows)
-
-
-class ViewCache:
-    """Per-layer views of a group's persistent ``[N, P]`` tensors, cut once.
-
-    The parameters, targets and gradient buffers of a group are updated in
-    place, so their views stay valid; cutting them anew on every update costs
-    a few dozen tensor ops per network. Only pass tensors that live as long as
-    the group (rows picked by an index are copies: use ``net.views`` for those).
-    """
-
-    def __init__(self) -> None:
-        self._cache: dict[tuple[int, int], tuple[torch.Tensor, list[LayerViews]]] = {}
-
-    def __call__(self, net: LayoutStack, rows: torch.Tensor) -> list[LayerViews]:
-        """``net.views(rows)``, cached for ``rows``."""
-        key = (id(net), id(rows))
-        hit = self._cache.get(key)
-        if hit is None or hit[0] is not rows:
-            hit = self._cache[key] = (rows, net.views(rows))
-        return hit[1]
-
-
-def stacked_critic(
-    tape: StackedGradTape,
-    nets: tuple[LayoutStack, LayoutStack],
-    params: torch.Tensor,
-    grad: torch.Tensor | None,
-    views: ViewsOf = _plain_views,
-) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """A stacked :class:`ContinuousQNetwork` as ``q(obs, action) -> [n, B]``.
-
-    Args:
-        tape: Records the calls made with gradients enabled.
-        nets: The critic's (encoder, head) chains.
-        params: The members' critic rows ``[n, P]``.
-        grad: Where the parameter gradients go (``[n, P]``); ``None``: none (the
-            encoder then runs without a record; the action still gets its gradient).
-        views: Cuts the per-layer views (e.g. a :class:`ViewCache`).
-    """
-    encoder, head = nets
-    enc_views, head_views = views(encoder, params), views(head, params)
-    enc_grads: list[LayerViews] | None = None
-    head_grads: list[LayerViews] | None = None
-    if grad is not None:
-        enc_grads, head_grads = views(encoder, grad), views(head, grad)
-
-    def q(obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        if grad is None:
-            with torch.no_grad():
-                latent = encoder.forward(enc_views, obs)
-        else:
-            latent = tape(encoder, enc_views, obs, grads=enc_grads)
-        return tape(head, head_views, latent, action, grads=head_grads)[..., 0]
-
-    return q
-
-
-class _Rows:
-    """One network kind (actor or critics) of every member: ``[N, P]`` online, target,
-    Adam state and the offsets that map rows back to the members' target parameters."""
-
-    def __init__(
-        self,
-        optimizers: Sequence[FlatAdam],
-        pairs: Sequence[Sequence[tuple[torch.Tensor, torch.Tensor]]] | None,
-    ) -> None:
-        with torch.no_grad():
-            self.params = torch.stack([o.flat for o in optimizers])
-            self.target = torch.zeros_like(self.params) if pairs is not None else None
-            self.offsets = []
-            for i, (opt, member_pairs) in enumerate(zip(optimizers, pairs or (), strict=False)):
-                offsets = _offsets([p for p, _ in member_pairs], opt.flat)
-                self.offsets.append(offsets)
-                for offset, (_, t) in zip(offsets, member_pairs, strict=True):
-                    self.target[i, offset : offset + t.numel()] = t.detach().reshape(-1)
-        self.grad = torch.zeros_like(self.params)
-        self.optimizer = StackedAdam.of(optimizers, self.params)
-
-    def rows(
-        self, index: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        """Online rows, target rows (``None`` without targets) and a zeroed gradient buffer
-        (all rows for ``index=None``)."""
-        if index is None:
-            self.grad.zero_()
-            return self.params, self.target, self.grad
-        target = None if self.target is None else self.target[index]
-        return self.params[index], target, self.params.new_zeros((len(index), self.params.shape[1]))
-
-    @torch.no_grad()
-    def soft_update(self, index: torch.Tensor | None, tau: torch.Tensor) -> None:
-        """``target <- lerp(target, online, tau)`` for the rows (``tau``: ``[rows, 1]``)."""
-        if index is None:
-            self.target.lerp_(self.params, tau)
-            return
-        target = self.target[index]
-        target.lerp_(self.params[index], tau)
-        self.target.index_copy_(0, index, target)
-
-    @torch.no_grad()
-    def write_back(
-        self,
-        optimizers: Sequence[FlatAdam],
-        pairs: Sequence[Sequence[tuple[torch.Tensor, torch.Tensor]]] | None,
-    ) -> None:
-        """Online weights and Adam moments into the optimizers, targets into the target nets."""
-        self.optimizer.write_back(optimizers)
-        for i, member_pairs in enumerate(pairs or ()):
-            for offset, (_, t) in zip(self.offsets[i], member_pairs, strict=True):
-                t.copy_(self.target[i, offset : offset + t.numel()].view_as(t))
-
-
-class DDPGGroup:
+class DDPGGroup(ActorCriticGroup):
     """Members of one :func:`ddpg_group_key` (all DDPG or all TD3), stacked.
 
     Args:
         members: The agents (same key).
         slots: Their population slots.
-
-    Attributes:
-        stacked_batches: :meth:`learn` also takes one member-major batch.
-        stacks_alone: ``False``: a member with no partner learns as a
-            :class:`~agilerl.algorithms.batched.LoneGroup` (a stack of one costs
-            ~15% more per update than the agent's own :meth:`learn`).
     """
 
-    stacked_batches = True
-    stacks_alone = False
+    _actor_pairs = staticmethod(_actor_pairs)
 
     def __init__(self, members: Sequence[DDPG], slots: Sequence[int]) -> None:
-        self.members = list(members)
-        self.slots = list(slots)
-        first = self.members[0]
-        self.device = first.device
-        actor_layout, critic_layouts = _layouts(first)
-        self.actor_net = LayoutStack(actor_layout)
-        self.critic_nets = [(LayoutStack(e), LayoutStack(h)) for e, h in critic_layouts]
-        pairs = [_pairs(m) for m in self.members]
-        self.actor = _Rows([m.actor_optimizer for m in self.members], [p[0] for p in pairs])
-        self.critic = _Rows([m.critic_optimizer for m in self.members], [p[1] for p in pairs])
-        self._numpy_views = None
-        params = self.actor.params
-        if params.device.type == "cpu" and params.dtype == torch.float32:
-            self._numpy_views = self.actor_net.views(params.numpy())
-        self._actor_views = self.actor_net.views(params)
-        self._views = ViewCache()
-        column = {"dtype": params.dtype, "device": self.device}
-        specs = [m.spec for m in self.members]
-        self._gamma = torch.tensor([[float(s.gamma)] for s in specs], **column)
-        self._tau = torch.tensor([[min(max(float(s.tau), 0.0), 1.0)] for s in specs], **column)
-        self._td3 = isinstance(first, TD3)
+        super().__init__(members, slots)
+        self._td3 = isinstance(self.members[0], TD3)
         if self._td3:
+            specs = [m.spec for m in self.members]
             self._policy_noise = [float(s.policy_noise) for s in specs]
-            self._noise = torch.tensor([[[v]] for v in self._policy_noise], **column)
-            self._clip = torch.tensor([[[float(s.noise_clip)]] for s in specs], **column)
-        self._bounded = first.actor.bounded
-        self._mid = first.actor.action_mid.to(**column)
-        self._half = first.actor.action_half_range.to(**column)
-
-    def __len__(self) -> int:
-        return len(self.members)
+            self._noise = torch.tensor([[[v]] for v in self._policy_noise], **self._column)
+            self._clip = torch.tensor([[[float(s.noise_clip)]] for s in specs], **self._column)
 
     # --- acting -----------------------------------------------------------------------
     def act(self, obs: np.ndarray, epsilons: Sequence[float], greedy: bool = False) -> list:
         """Each member's env actions for its ``obs[i]`` (``[N, E, obs]``), with its own noise."""
-        if self._numpy_views is not None:
-            actions = self.actor_net.forward_numpy(self._numpy_views, np.asarray(obs))
-        else:
-            x = torch.as_tensor(obs, dtype=self.actor.params.dtype, device=self.device)
-            with torch.no_grad():
-                actions = self.actor_net.forward(self._actor_views, x).cpu().numpy()
+        actions = self._actor_out(obs)
         out = []
         for member, action in zip(self.members, actions, strict=True):
             if not greedy:
@@ -318,40 +91,6 @@ class DDPGGroup:
         return out
 
     # --- learning ---------------------------------------------------------------------
-    def _batch(
-        self, rows: list[int], batches: Sequence[Mapping[str, Any]] | Mapping[str, Any]
-    ) -> Batch:
-        """The members' batches stacked ``[n, B, ...]``, with :meth:`DDPG._prepare`'s discounts
-        and the actions normalised."""
-        n = len(rows)
-        if isinstance(batches, Mapping):  # already one batch of n * B rows, member-major
-
-            def stack(key: str) -> torch.Tensor:
-                value = torch.as_tensor(batches[key], device=self.device)
-                return value.reshape(n, -1, *value.shape[1:])
-
-            first: Mapping[str, Any] = batches
-        else:
-
-            def stack(key: str) -> torch.Tensor:
-                return torch.stack([torch.as_tensor(b[key], device=self.device) for b in batches])
-
-            first = batches[0]
-
-        dtype = self.actor.params.dtype
-        reward = stack("reward").reshape(n, -1).float()
-        done = stack("done").reshape(n, -1).float()
-        gamma = self._gamma if n == len(self.members) else self._gamma[rows]
-        if first.get("n_steps") is None:
-            discount = (1.0 - done).mul_(gamma)
-        else:
-            discount = torch.pow(gamma, stack("n_steps").reshape(n, -1).float()).mul_(1.0 - done)
-        action = stack("action")
-        action = action.reshape(n, action.shape[1], -1).float()
-        if self._bounded:
-            action = (action - self._mid) / self._half
-        return Batch(stack("obs").to(dtype), action, reward, stack("next_obs").to(dtype), discount)
-
     def _q(
         self,
         tape: StackedGradTape,
@@ -402,12 +141,10 @@ class DDPGGroup:
         """
         rows = list(rows)
         b = self._batch(rows, batches)
-        every = len(rows) == len(self.members)
-        index = None if every else torch.as_tensor(rows, device=self.device)
+        every, index, views = self._rows_of(rows)
 
         critic, critic_target, critic_grad = self.critic.rows(index)
         actor_target = self.actor.target if every else self.actor.target[index]
-        views = self._views if every else _plain_views
         tape = StackedGradTape()
         critics = range(len(self.critic_nets))
         loss, _tds, q = ddpg_critic_loss(
@@ -417,17 +154,10 @@ class DDPGGroup:
             b,
             b.action,
         )
-        values = torch.stack([loss.detach(), q.detach().mean(dim=-1)]).tolist()
-        for r, value in zip(rows, values[0], strict=True):
-            self.members[r]._check_finite({"critic_loss": value})
+        values = checked_values(self.members, rows, loss, q, "critic_loss")
         tape.backward(loss.sum())
         self.critic.optimizer.step(critic_grad, None if every else rows)
-        due = []
-        for j, r in enumerate(rows):
-            member = self.members[r]
-            member.num_updates += 1
-            if member.num_updates % member.spec.policy_freq == 0:
-                due.append(j)
+        due = self._due(rows)
         if due:
             self._actor_step([rows[j] for j in due], b.obs[due] if len(due) < len(rows) else b.obs)
         due_set = set(due)
@@ -443,11 +173,9 @@ class DDPGGroup:
 
     def _actor_step(self, rows: list[int], obs: torch.Tensor) -> None:
         """The actor step and target update of the members at ``rows`` on their ``obs``."""
-        every = len(rows) == len(self.members)
-        index = None if every else torch.as_tensor(rows, device=self.device)
+        every, index, view = self._rows_of(rows)
         actor, _, actor_grad = self.actor.rows(index)
         critic = self.critic.params if every else self.critic.params[index]
-        view = self._views if every else _plain_views
         tape = StackedGradTape()
         views, grads = view(self.actor_net, actor), view(self.actor_net, actor_grad)
         loss = ddpg_actor_loss(
@@ -465,11 +193,3 @@ class DDPGGroup:
         tau = self._tau if every else self._tau[index]
         self.actor.soft_update(index, tau)
         self.critic.soft_update(index, tau)
-
-    # --- members ----------------------------------------------------------------------
-    @torch.no_grad()
-    def sync(self) -> None:
-        """Write the stacked weights, targets and Adam states back into the member agents."""
-        pairs = [_pairs(m) for m in self.members]
-        self.actor.write_back([m.actor_optimizer for m in self.members], [p[0] for p in pairs])
-        self.critic.write_back([m.critic_optimizer for m in self.members], [p[1] for p in pairs])

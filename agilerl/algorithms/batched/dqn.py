@@ -24,7 +24,12 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from agilerl.algorithms.core.off_policy import Batch
+from agilerl.algorithms.batched.common import (
+    StackedGroup,
+    checked_values,
+    numpy_views,
+    stack_batch,
+)
 from agilerl.algorithms.dqn import DQN, dqn_loss
 from agilerl.networks.fastgrad import joined_chain
 from agilerl.networks.optim import FlatAdam
@@ -72,7 +77,7 @@ def dqn_group_key(agent: Any) -> tuple | None:
     )
 
 
-class DQNGroup:
+class DQNGroup(StackedGroup):
     """Members of one :func:`dqn_group_key`, stacked.
 
     Args:
@@ -86,10 +91,8 @@ class DQNGroup:
     stacked_batches = True
 
     def __init__(self, members: Sequence[DQN], slots: Sequence[int]) -> None:
-        self.members = list(members)
-        self.slots = list(slots)
+        super().__init__(members, slots)
         first = self.members[0]
-        self.device = first.device
         layout = chain_layout(
             joined_chain(first.actor.encoder, first.actor.head), first.optimizer.flat
         )
@@ -102,18 +105,13 @@ class DQNGroup:
         self._views = self.net.views(self.params)
         self._target_views = self.net.views(self.target)
         self._grad_views = self.net.views(self.grad)
-        self._numpy_views = None
-        if self.params.device.type == "cpu" and self.params.dtype == torch.float32:
-            self._numpy_views = self.net.views(self.params.numpy())
+        self._numpy_views = numpy_views(self.net, self.params)
         column = {"dtype": self.params.dtype, "device": self.device}
         self._gamma = torch.tensor([[float(m.spec.gamma)] for m in self.members], **column)
         self._tau = [float(m.spec.tau) for m in self.members]
         self._tau_column = torch.tensor([[min(t, 1.0)] for t in self._tau], **column)
         self._double = bool(first.spec.double)
         self._start = first._start
-
-    def __len__(self) -> int:
-        return len(self.members)
 
     # --- acting -----------------------------------------------------------------------
     def q_values(self, obs: np.ndarray) -> np.ndarray:
@@ -136,37 +134,6 @@ class DQNGroup:
         ]
 
     # --- learning ---------------------------------------------------------------------
-    def _batch(
-        self, rows: list[int], batches: Sequence[Mapping[str, Any]] | Mapping[str, Any]
-    ) -> Batch:
-        """The members' batches stacked ``[n, B, ...]``, with :meth:`DQN._prepare`'s discounts."""
-        n = len(rows)
-        if isinstance(batches, Mapping):  # already one batch of n * B rows, member-major
-
-            def stack(key: str) -> torch.Tensor:
-                value = torch.as_tensor(batches[key], device=self.device)
-                return value.reshape(n, -1, *value.shape[1:])
-
-            first: Mapping[str, Any] = batches
-        else:
-
-            def stack(key: str) -> torch.Tensor:
-                return torch.stack([torch.as_tensor(b[key], device=self.device) for b in batches])
-
-            first = batches[0]
-
-        dtype = self.params.dtype
-        reward = stack("reward").reshape(n, -1).float()
-        done = stack("done").reshape(n, -1).float()
-        gamma = self._gamma if n == len(self.members) else self._gamma[rows]
-        if first.get("n_steps") is None:
-            discount = (1.0 - done).mul_(gamma)
-        else:
-            discount = torch.pow(gamma, stack("n_steps").reshape(n, -1).float()).mul_(1.0 - done)
-        return Batch(
-            stack("obs").to(dtype), stack("action"), reward, stack("next_obs").to(dtype), discount
-        )
-
     def learn(
         self, rows: Sequence[int], batches: Sequence[Mapping[str, Any]] | Mapping[str, Any]
     ) -> list[dict]:
@@ -180,7 +147,7 @@ class DQNGroup:
             FloatingPointError: If a member's loss is not finite (no step is taken).
         """
         rows = list(rows)
-        b = self._batch(rows, batches)
+        b = stack_batch(rows, batches, self._gamma, self.params.dtype, self.device)
         every = len(rows) == len(self.members)
         if every:
             views, target, grad, grads = (
@@ -204,9 +171,7 @@ class DQNGroup:
             start=self._start,
             double=self._double,
         )
-        values = torch.stack([loss.detach(), q.detach().mean(dim=-1)]).tolist()
-        for r, value in zip(rows, values[0], strict=True):
-            self.members[r]._check_finite({"loss": value})
+        values = checked_values(self.members, rows, loss, q, "loss")
         tape.backward(loss.sum(), grads)
         self.optimizer.step(grad, None if every else rows)
         self._soft_update(rows, every)

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from agilerl.algorithms.batched.common import StackedGroup
 from agilerl.algorithms.core.ppo_objective import PPOCoefs, kl_stops, ppo_objective
 from agilerl.algorithms.core.ppo_updates import UpdateTally, diagnoses
 from agilerl.algorithms.ppo import PPO
@@ -113,7 +114,7 @@ def ppo_group_key(agent: Any) -> tuple | None:
     )
 
 
-class PPOGroup:
+class PPOGroup(StackedGroup):
     """Members of one :func:`ppo_group_key`, stacked.
 
     Args:
@@ -122,10 +123,8 @@ class PPOGroup:
     """
 
     def __init__(self, members: Sequence[PPO], slots: Sequence[int]) -> None:
-        self.members = list(members)
-        self.slots = list(slots)
+        super().__init__(members, slots)
         first = self.members[0]
-        self.device = first.device
         actor_layout, critic_layout, self._log_std_slot = _layouts(first)
         self.actor_net, self.critic_net = LayoutStack(actor_layout), LayoutStack(critic_layout)
         with torch.no_grad():
@@ -154,9 +153,6 @@ class PPOGroup:
             None if specs[0].value_clip_coef is None else col([s.value_clip_coef for s in specs]),
         )
         self._max_norm = col([s.max_grad_norm for s in specs])
-
-    def __len__(self) -> int:
-        return len(self.members)
 
     def _views_of(self, params: Any) -> tuple[list, list]:
         return self.actor_net.views(params), self.critic_net.views(params)

@@ -1,0 +1,116 @@
+"""Machinery the stacked groups share (the members and, for the off-policy ones, batches)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from agilerl.algorithms.core.off_policy import Batch
+from agilerl.networks.stacked import LayerViews, LayoutStack
+
+__all__ = ["StackedGroup", "checked_values", "numpy_views", "stack_batch"]
+
+
+class StackedGroup:
+    """The members of a stacked group, their population slots and their device.
+
+    Args:
+        members: The agents (one group key).
+        slots: Their population slots.
+    """
+
+    def __init__(self, members: Sequence[Any], slots: Sequence[int]) -> None:
+        self.members = list(members)
+        self.slots = list(slots)
+        self.device = self.members[0].device
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+
+def numpy_views(net: LayoutStack, params: torch.Tensor) -> list[LayerViews] | None:
+    """NumPy views of ``params`` for acting on the CPU (``None`` unless CPU float32).
+
+    Args:
+        net: The stacked network whose layout cuts the views.
+        params: The members' rows ``[N, P]``.
+
+    Returns:
+        The per-layer NumPy views, or ``None`` where acting goes through torch.
+    """
+    if params.device.type == "cpu" and params.dtype == torch.float32:
+        return net.views(params.numpy())
+    return None
+
+
+def stack_batch(
+    rows: list[int],
+    batches: Sequence[Mapping[str, Any]] | Mapping[str, Any],
+    gamma: torch.Tensor,
+    dtype: torch.dtype,
+    device: torch.device | str,
+) -> Batch:
+    """The members' batches stacked ``[n, B, ...]``, with the single agent's discounts.
+
+    Args:
+        rows: The group positions of the members that learn.
+        batches: One batch per member, or one batch of ``len(rows) * B``
+            transitions, member-major.
+        gamma: Every member's discount factor as a ``[N, 1]`` column.
+        dtype: The observations' dtype (the parameters').
+        device: Where the tensors go.
+
+    Returns:
+        The stacked batch; its actions are stacked as stored ``[n, B, ...]``.
+    """
+    n = len(rows)
+    if isinstance(batches, Mapping):  # already one batch of n * B rows, member-major
+
+        def stack(key: str) -> torch.Tensor:
+            value = torch.as_tensor(batches[key], device=device)
+            return value.reshape(n, -1, *value.shape[1:])
+
+        first: Mapping[str, Any] = batches
+    else:
+
+        def stack(key: str) -> torch.Tensor:
+            return torch.stack([torch.as_tensor(b[key], device=device) for b in batches])
+
+        first = batches[0]
+
+    reward = stack("reward").reshape(n, -1).float()
+    done = stack("done").reshape(n, -1).float()
+    gamma = gamma if n == gamma.shape[0] else gamma[rows]
+    if first.get("n_steps") is None:
+        discount = (1.0 - done).mul_(gamma)
+    else:
+        discount = torch.pow(gamma, stack("n_steps").reshape(n, -1).float()).mul_(1.0 - done)
+    return Batch(
+        stack("obs").to(dtype), stack("action"), reward, stack("next_obs").to(dtype), discount
+    )
+
+
+def checked_values(
+    members: Sequence[Any], rows: Sequence[int], loss: torch.Tensor, q: torch.Tensor, name: str
+) -> list[list[float]]:
+    """Each member's loss and mean ``Q``, after checking that the losses are finite.
+
+    Args:
+        members: The group's members.
+        rows: The group positions of the members that learn.
+        loss: Their losses ``[n]``.
+        q: Their ``Q`` values ``[n, B]``.
+        name: The loss's name in the finiteness check.
+
+    Returns:
+        ``[losses, q_means]``, one value per row each.
+
+    Raises:
+        FloatingPointError: If a member's loss is not finite.
+    """
+    values = torch.stack([loss.detach(), q.detach().mean(dim=-1)]).tolist()
+    for r, value in zip(rows, values[0], strict=True):
+        members[r]._check_finite({name: value})
+    return values
