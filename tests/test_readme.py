@@ -402,7 +402,7 @@ CASES: dict[str, Case] = {
     ),
     "python scripts/bench/population_scaling.py": Case(
         budget={"--pops": "1 4", "--steps": "1000", "--algos": "dqn"},
-        expect=["batched÷sequential"],
+        expect=["batched/s  sequential/s  ratio   bound  ratio/bound"],
         marks=SLOW,
     ),
     "python scripts/bench/evo_vs_optuna.py": Case(
