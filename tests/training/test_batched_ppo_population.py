@@ -15,7 +15,7 @@ from agilerl.arena.models.training import TrainingSpec
 from agilerl.envs.gym import make_vector_env
 from agilerl.training.population_loops import train_on_policy_population
 from agilerl.training.run_context import RunContext
-from tests.training.batched_helpers import assert_same_runs, rows, train_manifest
+from tests.training.batched_helpers import EVOLUTION, assert_same_runs, rows, train_manifest
 
 NET = {
     "latent_dim": 16,
@@ -110,18 +110,7 @@ PPO_EVO = {
         "eval_loop": 2,
         "eval_steps": 200,
     },
-    "mutation": {
-        "probabilities": {
-            "no_mut": 0.1,
-            "arch_mut": 0.3,
-            "new_layer": 0.5,
-            "params_mut": 0.2,
-            "act_mut": 0.0,
-            "rl_hp_mut": 0.4,
-        },
-        "rand_seed": 5,
-    },
-    "tournament_selection": {"tournament_size": 2, "elitism": True},
+    **EVOLUTION,
 }
 
 
