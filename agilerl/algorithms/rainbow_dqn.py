@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -12,6 +12,7 @@ from gymnasium import spaces
 from torch import nn
 
 from agilerl.algorithms.core.off_policy import Batch, OffPolicyAlgorithm, soft_update
+from agilerl.algorithms.core.rng import device_generator, restore_generator
 from agilerl.arena.models.algorithms.rainbow_dqn import RainbowDQNSpec
 from agilerl.networks import masking
 from agilerl.networks.fastgrad import GradTape, chain_of
@@ -21,6 +22,58 @@ from agilerl.networks.q_networks import RainbowQNetwork, project_distribution
 _ARCH_FIELDS = frozenset(
     {"net_config", "normalize_images", "num_atoms", "v_min", "v_max", "noise_std"}
 )
+
+
+def rainbow_loss(
+    logits_of: Callable[[Any], torch.Tensor],
+    target_logits_of: Callable[[Any], torch.Tensor],
+    b: Batch,
+    support: torch.Tensor,
+    v_min: float,
+    v_max: float,
+    start: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rainbow's per-sample loss: cross-entropy to the projected double-DQN target.
+
+    The online network (with its current noise) picks the next action (the
+    best legal one under ``b.next_mask``), the target network gives its atom
+    probabilities, and the distribution of ``r + discount * z`` is projected
+    onto ``support`` (:func:`project_distribution`). Any leading dimensions
+    work: one agent's ``[B]`` batch, or a stacked group's ``[N, B]``.
+
+    Args:
+        logits_of: Online dueling atom logits, ``obs -> [..., n, atoms]``.
+        target_logits_of: The target network's logits, same shapes.
+        b: The batch; ``b.reward`` and ``b.discount`` give the leading shape.
+        support: The ``[atoms]`` value support.
+        v_min: ``support[0]``.
+        v_max: ``support[-1]``.
+        start: The action space's first action.
+
+    Returns:
+        The per-sample losses and ``Q(s, a)`` (detached), both ``b.reward``'s shape.
+    """
+    atoms = support.shape[0]
+    action = b.action.reshape(b.reward.shape).long() - start
+    index = action[..., None, None].expand(*action.shape, 1, atoms)
+    with torch.no_grad():
+        next_q = F.softmax(logits_of(b.next_obs), dim=-1) @ support
+        next_action = masking.masked_argmax(next_q, b.next_mask)
+        next_index = next_action[..., None, None].expand(*next_action.shape, 1, atoms)
+        next_logits = target_logits_of(b.next_obs).gather(-2, next_index).squeeze(-2)
+        next_probs = F.softmax(next_logits, dim=-1)
+        target = project_distribution(
+            next_probs.reshape(-1, atoms),
+            b.reward.reshape(-1),
+            b.discount.reshape(-1),
+            support,
+            v_min,
+            v_max,
+        ).view_as(next_probs)
+    logits = logits_of(b.obs).gather(-2, index).squeeze(-2)
+    log_p = F.log_softmax(logits, dim=-1)
+    q = log_p.detach().exp() @ support
+    return -(target * log_p).sum(dim=-1), q
 
 
 class RainbowDQN(OffPolicyAlgorithm):
@@ -40,6 +93,9 @@ class RainbowDQN(OffPolicyAlgorithm):
 
     New noise is drawn for the online and target networks at the start of
     every :meth:`learn`; acting uses the current noise (or none when greedy).
+    The draws come from the agent's own torch generator (:attr:`noise_rng`,
+    seeded once from its exploration generator and saved in checkpoints), so
+    an agent draws the same noise whether it trains alone or stacked with others.
     ``beta`` (PER exponent) is held here for the training loop to anneal.
 
     Hyperparameters are the fields of
@@ -83,9 +139,10 @@ class RainbowDQN(OffPolicyAlgorithm):
                 noise_std=spec.noise_std,
                 normalize_images=spec.normalize_images,
             )
+        self.noise_rng = device_generator(getattr(self, "noise_rng", None), self.device, self.rng)
         self.actor = actor.to(self.device)
         self.actor_target = self._target_of(self.actor)
-        self.actor_target.reset_noise()
+        self.actor_target.reset_noise(self.noise_rng)
         self.optimizer = FlatAdam(self.actor.parameters(), lr=spec.lr)
         self._online_params = self._param_list(self.actor)
         self._target_params = self._param_list(self.actor_target)
@@ -152,32 +209,30 @@ class RainbowDQN(OffPolicyAlgorithm):
                 the parameter noise is shared by all sub-envs, so any call
                 resamples it.
         """
-        self.actor.reset_noise()
-        self.actor_target.reset_noise()
+        self.actor.reset_noise(self.noise_rng)
+        self.actor_target.reset_noise(self.noise_rng)
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {**super()._extra_state(), "noise_rng": self.noise_rng.get_state()}
+
+    def _load_extra_state(self, extra: dict[str, Any]) -> None:
+        super()._load_extra_state(extra)
+        state = extra.get("noise_rng")
+        if state is not None:
+            restore_generator(self.noise_rng, torch.as_tensor(state))
 
     # --- learning ---------------------------------------------------------------------
     def _elementwise_loss(self, b: Batch, tape: GradTape) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-sample cross-entropy to the projected double-DQN target ``[B]``, and ``Q(s, a)``.
-
-        With ``b.next_mask`` the next action is the best legal one.
-        """
-        action = b.action.reshape(-1).long() - self._start
-        batch, atoms = action.shape[0], self.spec.num_atoms
-        index = action.view(batch, 1, 1).expand(batch, 1, atoms)
-        support = self.actor.support
-        with torch.no_grad():
-            next_q = self.actor.q_values(b.next_obs, tape=tape)
-            next_action = masking.masked_argmax(next_q, b.next_mask)
-            next_index = next_action.view(batch, 1, 1).expand(batch, 1, atoms)
-            next_logits = self.actor_target.logits(b.next_obs, tape=tape)
-            next_probs = F.softmax(next_logits.gather(1, next_index).squeeze(1), dim=-1)
-            target = project_distribution(
-                next_probs, b.reward, b.discount, support, self.spec.v_min, self.spec.v_max
-            )
-        logits = self.actor.logits(b.obs, tape=tape).gather(1, index).squeeze(1)
-        log_p = F.log_softmax(logits, dim=-1)
-        q = log_p.detach().exp() @ support
-        return -(target * log_p).sum(dim=-1), q
+        """:func:`rainbow_loss` of this agent's networks (through ``tape``) on ``b``."""
+        return rainbow_loss(
+            lambda x: self.actor.logits(x, tape=tape),
+            lambda x: self.actor_target.logits(x, tape=tape),
+            b,
+            self.actor.support,
+            self.spec.v_min,
+            self.spec.v_max,
+            start=self._start,
+        )
 
     def learn(
         self,

@@ -55,19 +55,10 @@ class NoisyLinear(nn.Module):
             self.weight_sigma.fill_(self.std_init / math.sqrt(self.in_features))
             self.bias_sigma.fill_(self.std_init / math.sqrt(self.out_features))
 
-    @staticmethod
-    def _scaled_noise(size: int, device: torch.device) -> torch.Tensor:
-        x = torch.randn(size, device=device)
-        return x.sign().mul_(x.abs().sqrt_())
-
     @torch.no_grad()
-    def reset_noise(self) -> None:
-        """Draw a new factorised noise sample."""
-        device = self.weight_mu.device
-        eps_in = self._scaled_noise(self.in_features, device)
-        eps_out = self._scaled_noise(self.out_features, device)
-        torch.outer(eps_out, eps_in, out=self.weight_epsilon)
-        self.bias_epsilon.copy_(eps_out)
+    def reset_noise(self, generator: torch.Generator | None = None) -> None:
+        """Draw a new factorised noise sample (from ``generator``, else torch's global one)."""
+        reset_noise_of([self], generator)
 
     def forward(self, x: torch.Tensor, noise: bool = True) -> torch.Tensor:
         """Apply the layer, with the current noise sample unless ``noise`` is False."""
@@ -79,16 +70,22 @@ class NoisyLinear(nn.Module):
 
 
 @torch.no_grad()
-def reset_noise_of(layers: Sequence[NoisyLinear]) -> None:
+def reset_noise_of(layers: Sequence[NoisyLinear], generator: torch.Generator | None = None) -> None:
     """Draw new factorised noise for several :class:`NoisyLinear` layers with one draw.
 
     Equivalent in distribution to calling each layer's ``reset_noise``, with
     a handful of tensor ops in total instead of several per layer.
+
+    Args:
+        layers: The layers.
+        generator: Where the draw comes from (torch's global generator when ``None``).
     """
     if not layers:
         return
     sizes = [n for layer in layers for n in (layer.in_features, layer.out_features)]
-    x = torch.randn(sum(sizes), device=layers[0].weight_mu.device)
+    device = layers[0].weight_mu.device if generator is None else generator.device
+    x = torch.randn(sum(sizes), device=device, generator=generator)
+    x = x.to(layers[0].weight_mu.device)
     scaled = x.sign().mul_(x.abs().sqrt_())
     parts = scaled.split(sizes)
     for i, layer in enumerate(layers):
@@ -143,6 +140,6 @@ class NoisyMLP(nn.Module):
                     x = act(x)
         return x
 
-    def reset_noise(self) -> None:
-        """Draw new noise for every layer."""
-        reset_noise_of(list(self.layers))
+    def reset_noise(self, generator: torch.Generator | None = None) -> None:
+        """Draw new noise for every layer (from ``generator``, else torch's global one)."""
+        reset_noise_of(list(self.layers), generator)

@@ -201,9 +201,13 @@ class RainbowQNetwork(nn.Module):
         """Expected values ``[B, n]`` of the distributions."""
         return F.softmax(self.logits(obs, noise, tape), dim=-1) @ self.support
 
-    def reset_noise(self) -> None:
-        """Draw new noise for every noisy layer (one random draw for the whole head)."""
-        reset_noise_of([*self.value.layers, *self.advantage.layers])
+    def reset_noise(self, generator: torch.Generator | None = None) -> None:
+        """Draw new noise for every noisy layer (one random draw for the whole head).
+
+        Args:
+            generator: Where the draw comes from (torch's global generator when ``None``).
+        """
+        reset_noise_of([*self.value.layers, *self.advantage.layers], generator)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> RainbowQNetwork:

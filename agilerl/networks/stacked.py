@@ -38,6 +38,7 @@ __all__ = [
     "StackedTape",
     "chain_layout",
     "flat_of",
+    "offset_in",
 ]
 
 
@@ -57,7 +58,12 @@ class LayerSlot(NamedTuple):
     norm: tuple[int, int, float] | None
 
 
-def _offset(tensor: torch.Tensor, flat: torch.Tensor) -> int:
+def offset_in(tensor: torch.Tensor, flat: torch.Tensor) -> int:
+    """Where ``tensor`` (a contiguous view of ``flat``) starts in ``flat``.
+
+    Raises:
+        ValueError: If ``tensor`` does not lie inside ``flat``.
+    """
     start = (tensor.data_ptr() - flat.data_ptr()) // flat.element_size()
     if not 0 <= start <= flat.numel() - tensor.numel() or not tensor.is_contiguous():
         raise ValueError("a chain parameter does not live in the given flat buffer")
@@ -80,11 +86,15 @@ def chain_layout(chain: MLPChain, flat: torch.Tensor) -> tuple[LayerSlot, ...] |
             if norm is not None:
                 if norm.weight is None or norm.bias is None:
                     return None
-                norm_slot = (_offset(norm.weight, flat), _offset(norm.bias, flat), float(norm.eps))
+                norm_slot = (
+                    offset_in(norm.weight, flat),
+                    offset_in(norm.bias, flat),
+                    float(norm.eps),
+                )
             slots.append(
                 LayerSlot(
-                    (_offset(w, flat), int(w.shape[0]), int(w.shape[1])),
-                    (_offset(b, flat), int(b.shape[0])),
+                    (offset_in(w, flat), int(w.shape[0]), int(w.shape[1])),
+                    (offset_in(b, flat), int(b.shape[0])),
                     act,
                     norm_slot,
                 )

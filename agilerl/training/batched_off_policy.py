@@ -37,6 +37,7 @@ from agilerl.components.replay_buffer import (
 from agilerl.networks.masking import has_action_mask
 from agilerl.training.batched_eval import BatchedMembers, group_actions
 from agilerl.training.engine import bind_training, run_population
+from agilerl.training.off_policy_memory import Memory, annealed_beta
 from agilerl.training.population_env import PopulationVectorEnv
 from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.results import LoopResult, mean_metrics
@@ -66,13 +67,14 @@ def batched_off_policy_reason(
         return "no member can be stacked (a plain DQN, DDPG, TD3 or SAC on a flat Box observation)"
     if len({int(agent.steps) for agent in population}) > 1:
         return "the members have taken different numbers of steps"
-    memories = memory if isinstance(memory, list) else [memory]
-    if n_step_memory is not None:
-        return "prioritised replay with n-step returns samples through the agents"
-    if any(isinstance(m, PrioritizedReplayBuffer) for m in memories):
-        return "prioritised replay samples through the agents"
-    if not isinstance(memory, list) and isinstance(memory, MultiStepReplayBuffer):
-        return "a shared n-step buffer would mix the members' trajectories"
+    if not isinstance(memory, list):
+        if n_step_memory is not None or isinstance(memory, PrioritizedReplayBuffer):
+            return (
+                "a prioritised memory shared by the population updates its priorities member "
+                "by member (training.experience_sharing: false gives each member its own)"
+            )
+        if isinstance(memory, MultiStepReplayBuffer):
+            return "a shared n-step buffer would mix the members' trajectories"
     obs = getattr(env, "single_observation_space", None)
     if obs is None or not hasattr(obs, "shape") or obs.shape is None or isinstance(obs.shape, dict):
         return "the observation is not an array"
@@ -87,6 +89,7 @@ def train_off_policy_batched(
     *,
     training: TrainingSpec,
     memory: Any,
+    n_step_memory: Any = None,
     tournament: Any = None,
     mutation: Any = None,
     env_factory: Any = None,
@@ -107,6 +110,7 @@ def train_off_policy_batched(
         algo: Label for logs.
         training: The validated training spec.
         memory: The shared replay memory, or one per member.
+        n_step_memory: One n-step memory per member (PER + n-step), or ``None``.
         tournament: Selection operator (evolutionary HPO).
         mutation: Mutation operator (evolutionary HPO).
         env_factory: ``factory(seed=, num_envs=)`` making the population's vector envs.
@@ -120,6 +124,7 @@ def train_off_policy_batched(
     eps_start, eps_end, eps_decay = epsilon_schedule(training)
     members = BatchedOffPolicyMembers(
         env_factory, len(population), int(env.num_envs), memory, run,
+        n_step_memory=n_step_memory, max_steps=training.max_steps,
         eval_loop=training.eval_loop, eval_steps=training.eval_steps,
         learning_delay=training.learning_delay or 0, eps_start=eps_start, eps_end=eps_end,
         eps_decay=eps_decay, exact_stops=save_memory,
@@ -148,6 +153,8 @@ class BatchedOffPolicyMembers(BatchedMembers):
         memory: Any,
         run: RunContext,
         *,
+        n_step_memory: Any = None,
+        max_steps: int = 0,
         eval_loop: int,
         eval_steps: int | None,
         learning_delay: int,
@@ -162,13 +169,18 @@ class BatchedOffPolicyMembers(BatchedMembers):
         self.eps_start, self.eps_end, self.eps_decay = eps_start, eps_end, eps_decay
         self.partial_generation = "drop" if exact_stops else "keep"
         self.shared = not isinstance(memory, list)
-        self.memories = [memory] * size if self.shared else list(memory)
-        owned = [memory] if self.shared else self.memories
+        if self.shared:
+            owned = [Memory(memory)]
+            self.memories = owned * size
+        else:
+            n_steps = n_step_memory or [None] * size
+            owned = self.memories = [Memory(m, n) for m, n in zip(memory, n_steps, strict=True)]
+        self.max_steps = max_steps
         state = run.resume_state
         if state is not None and state.memory is not None:
             for mem, mem_state in zip(owned, state.memory, strict=True):
-                mem.load_state_dict(mem_state["main"])
-        run.memory_provider = lambda: [{"main": m.state_dict()} for m in owned]
+                mem.load_state_dict(mem_state)
+        run.memory_provider = lambda: [m.state_dict() for m in owned]
         run.memory_every_checkpoint = exact_stops
         self.learn_credit = [0.0] * size
 
@@ -190,6 +202,7 @@ class BatchedOffPolicyMembers(BatchedMembers):
         epsilons, credit = loop.epsilons, self.learn_credit
         obs = self.train_env.reset([self.seed + 7919 * loop.generation + i for i in range(size)])
         trackers = [EpisodeTracker(num_envs) for _ in range(size)]
+        betas = [getattr(agent, "beta", None) for agent in population]
         for agent in population:
             if hasattr(agent, "reset_noise"):
                 agent.reset_noise()
@@ -214,7 +227,8 @@ class BatchedOffPolicyMembers(BatchedMembers):
                 if agent.steps >= self.learning_delay and len(memories[i]) >= agent.batch_size:
                     credit[i] += num_envs / agent.learn_step
             obs = next_obs
-            _learn_due(groups, population, memories, credit, active, stats, self.shared)
+            learning = Learning(population, memories, stats, betas, self.max_steps, self.shared)
+            learning.run_due(groups, credit, active)
         for group in groups:
             group.sync()
         details = []
@@ -238,7 +252,7 @@ class BatchedOffPolicyMembers(BatchedMembers):
 
 
 def _store(
-    memories: list[Any],
+    memories: list[Memory],
     shared: bool,
     active: list[int],
     obs: np.ndarray,
@@ -262,54 +276,79 @@ def _store(
             flat(reward),
             flat(real),
             flat(terminated),
-            truncated=flat(truncated),
-            is_vectorised=True,
+            flat(truncated),
         )
         return
     for i in active:
-        memories[i].add(
-            obs[i],
-            actions[i],
-            reward[i],
-            real[i],
-            terminated[i],
-            truncated=truncated[i],
-            is_vectorised=True,
-        )
+        memories[i].add(obs[i], actions[i], reward[i], real[i], terminated[i], truncated[i])
 
 
-def _learn_due(
-    groups: list[Any],
-    agents: list[Any],
-    memories: list[Any],
-    credit: list[float],
-    active: list[int],
-    stats: list[list[dict[str, float]]],
-    shared: bool,
-) -> None:
-    """Run every update that is due, one stacked call per group and batch size."""
-    while True:
-        due = {i for i in active if credit[i] >= 1.0}
-        if not due:
+class Learning:
+    """The updates of one env step: which members are due, how each group's batches are drawn.
+
+    Args:
+        agents: The population.
+        memories: Every member's :class:`Memory` (one object repeated when shared).
+        stats: Every member's update statistics (appended to).
+        betas: Every member's initial PER exponent (``None`` without PER).
+        max_steps: The run's step budget (PER's exponent reaches 1 there).
+        shared: Whether the members share one memory.
+    """
+
+    def __init__(
+        self,
+        agents: list[Any],
+        memories: list[Memory],
+        stats: list[list[dict[str, float]]],
+        betas: list[float | None],
+        max_steps: int,
+        shared: bool,
+    ) -> None:
+        self.agents, self.memories, self.stats = agents, memories, stats
+        self.betas, self.max_steps, self.shared = betas, max_steps, shared
+
+    def run_due(self, groups: list[Any], credit: list[float], active: list[int]) -> None:
+        """Run every update that is due, one stacked call per group and batch size."""
+        while True:
+            due = {i for i in active if credit[i] >= 1.0}
+            if not due:
+                return
+            for i in due:
+                credit[i] -= 1.0
+            for group in groups:
+                by_size: dict[int, list[int]] = {}
+                for row, slot in enumerate(group.slots):
+                    if slot in due:
+                        by_size.setdefault(int(self.agents[slot].batch_size), []).append(row)
+                for batch_size, rows in by_size.items():
+                    self._learn(group, rows, batch_size)
+
+    def _learn(self, group: Any, rows: list[int], batch_size: int) -> None:
+        slots = [group.slots[r] for r in rows]
+        memories = [self.memories[s] for s in slots]
+        if memories[0].has_extras:  # PER / n-step: each member's draw, priorities after
+            betas = [
+                annealed_beta(self.betas[s], self.agents[s].steps, self.max_steps) for s in slots
+            ]
+            draws = [m.draw(batch_size, b) for m, b in zip(memories, betas, strict=True)]
+            results = group.learn(
+                rows,
+                [d.batch for d in draws],
+                [d.n_step_batch for d in draws],
+                [d.weights for d in draws],
+            )
+            for slot, mem, draw, result in zip(slots, memories, draws, results, strict=True):
+                self.stats[slot].append(mem.settle(draw, result))
             return
-        for i in due:
-            credit[i] -= 1.0
-        for group in groups:
-            by_size: dict[int, list[int]] = {}
-            for row, slot in enumerate(group.slots):
-                if slot in due:
-                    by_size.setdefault(int(agents[slot].batch_size), []).append(row)
-            for batch_size, rows in by_size.items():
-                slots = [group.slots[r] for r in rows]
-                stackable = len(slots) > 1 and getattr(group, "stacked_batches", False)
-                batches: Any = None
-                if stackable and shared:
-                    # One draw for the members sharing the memory, member-major.
-                    batches = memories[slots[0]].sample(batch_size * len(slots))
-                elif stackable:  # each member's own draw, gathered in one pass
-                    batches = sample_members([memories[s] for s in slots], batch_size)
-                if batches is None:
-                    batches = [memories[s].sample(batch_size) for s in slots]
-                for slot, result in zip(slots, group.learn(rows, batches), strict=True):
-                    result.pop("priorities", None)
-                    stats[slot].append({k: float(v) for k, v in result.items()})
+        stackable = len(slots) > 1 and getattr(group, "stacked_batches", False)
+        batches: Any = None
+        if stackable and self.shared:
+            # One draw for the members sharing the memory, member-major.
+            batches = memories[0].main.sample(batch_size * len(slots))
+        elif stackable:  # each member's own draw, gathered in one pass
+            batches = sample_members([m.main for m in memories], batch_size)
+        if batches is None:
+            batches = [m.main.sample(batch_size) for m in memories]
+        for slot, result in zip(slots, group.learn(rows, batches), strict=True):
+            result.pop("priorities", None)
+            self.stats[slot].append({k: float(v) for k, v in result.items()})

@@ -145,6 +145,7 @@ def train_off_policy_population(
                 algo,
                 training=training,
                 memory=memory,
+                n_step_memory=n_step_memory,
                 tournament=tournament,
                 mutation=mutation,
                 env_factory=env_factory,

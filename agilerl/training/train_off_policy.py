@@ -10,7 +10,7 @@ import numpy as np
 from agilerl.arena.models.training import TrainingSpec
 from agilerl.training.engine import EnvMembers, bind_training, run_population
 from agilerl.training.evaluation import PopulationEnvs
-from agilerl.training.off_policy_memory import Memory
+from agilerl.training.off_policy_memory import Memory, annealed_beta
 from agilerl.training.population_loop import PopulationLoop
 from agilerl.training.results import LoopResult, mean_metrics
 from agilerl.training.run_context import RunContext
@@ -195,7 +195,7 @@ class OffPolicyMembers(EnvMembers):
             self.learn_credit[slot] += num_envs / agent.learn_step
             while self.learn_credit[slot] >= 1.0:
                 self.learn_credit[slot] -= 1.0
-                beta = _annealed_beta(beta0, agent.steps, self.max_steps)
+                beta = annealed_beta(beta0, agent.steps, self.max_steps)
                 stats.append(mem.learn(agent, agent.batch_size, beta))
         finished = self.trackers[slot].pop()
         agent.scores.extend(finished)
@@ -205,9 +205,3 @@ class OffPolicyMembers(EnvMembers):
             "epsilon": epsilons[slot] if getattr(agent, "uses_epsilon", False) else math.nan,
             "memory_size": len(mem),
         }
-
-
-def _annealed_beta(beta0: float | None, steps: int, max_steps: int) -> float | None:
-    if beta0 is None:
-        return None
-    return beta0 + (1.0 - beta0) * min(1.0, steps / max_steps)

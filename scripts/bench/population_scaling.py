@@ -61,8 +61,8 @@ reaches; ``ratio / bound`` errs low. The table prints, per bound, bound,
 ratio / bound (goal >= 0.9) and the matmul share of a sequential step;
 ``--no-bound`` skips the profiled run.
 
-    python scripts/bench/population_scaling.py [--algos dqn ppo ddpg td3 sac] [--pops 1 4 8] \\
-        [--steps 4000] [--repeats 3] [--env cartpole] [--cpu-clock] [--no-bound]
+    python scripts/bench/population_scaling.py [--algos dqn ppo ddpg td3 sac rainbow_dqn] \\
+        [--pops 1 4 8] [--steps 4000] [--repeats 3] [--env cartpole] [--cpu-clock] [--no-bound]
 
 ``--env`` applies to every algorithm; DDPG, TD3 and SAC (Box actions) default to
 ``pendulum`` when ``--env`` is not given.
@@ -84,10 +84,13 @@ from typing import Any
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
-BATCHED = frozenset({"dqn", "ppo", "ddpg", "td3", "sac"})
+BATCHED = frozenset({"dqn", "ppo", "ddpg", "td3", "sac", "rainbow_dqn"})
 """Algorithms whose populations train batched (the others fall back to sequential)."""
 DEFAULT_ENV = {"ddpg": "pendulum", "td3": "pendulum", "sac": "pendulum"}
 """Each algorithm's env when ``--env`` is not given (``cartpole`` otherwise)."""
+EXTRA = {"rainbow_dqn": ("replay_buffer=per_n_step", "training.experience_sharing=false")}
+"""Each algorithm's further overrides, both modes: Rainbow's members keep their own PER and
+n-step memories (a prioritised memory shared by the population is not batched)."""
 CLOCK = [time.perf_counter]  # --cpu-clock: process CPU time (steadier on a loaded machine)
 MATMULS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"})
 """The matmul leaf kernels the FLOP bound counts."""
@@ -131,6 +134,7 @@ def run(
         f"training.evo_steps={evo}",
         "training.target_score=null",
         f"training.batched_population={str(batched).lower()}",
+        *EXTRA.get(algo, ()),
     )
     run_dir = workdir / f"{algo}_{pop}_{'b' if batched else 's'}{'_prof' if profile else ''}"
     trainer = LocalTrainer.from_manifest(

@@ -10,16 +10,21 @@ first), so cloning, selection, mutation and checkpoints see ordinary agents.
 A group class with ``stacks_alone = False`` leaves a member without a
 same-key partner to a :class:`LoneGroup` (its own update is faster than a
 stack of one). A group has ``members``, ``slots``, ``act(obs, epsilons, greedy)``,
-``learn(rows, batches)`` and ``sync()``. Another algorithm joins by adding
-its ``(*_group_key, GroupClass)`` pair to ``_KEYS``; its group must compute
-its loss with the algorithm's own loss function (as :class:`DQNGroup` calls
-:func:`agilerl.algorithms.dqn.dqn_loss`, :class:`PPOGroup`
-:func:`agilerl.algorithms.core.ppo_objective.ppo_objective`, :class:`DDPGGroup`
-(DDPG and TD3) :func:`agilerl.algorithms.ddpg.ddpg_critic_loss` and
-:func:`~agilerl.algorithms.ddpg.ddpg_actor_loss`, and :class:`SACGroup`
-:func:`agilerl.algorithms.sac.sac_critic_loss` and its actor and temperature losses)
-and draw random numbers from each member's own generator, so that members learn
-exactly as they would alone.
+``learn(rows, batches)`` and ``sync()``; a group with ``takes_replay_extras``
+(and :class:`LoneGroup`) also takes each member's n-step batch and PER
+weights, ``learn(rows, batches, n_step_batches, weights)``, and returns
+``priorities``.
+
+Another algorithm joins by adding its ``(*_group_key, GroupClass)`` pair to
+``_KEYS``. Its group must compute its loss with the algorithm's own loss
+function, as :class:`DQNGroup` calls :func:`agilerl.algorithms.dqn.dqn_loss`,
+:class:`PPOGroup` :func:`agilerl.algorithms.core.ppo_objective.ppo_objective`,
+:class:`DDPGGroup` (DDPG and TD3) :func:`agilerl.algorithms.ddpg.ddpg_critic_loss`
+and :func:`~agilerl.algorithms.ddpg.ddpg_actor_loss`, :class:`SACGroup`
+:func:`agilerl.algorithms.sac.sac_critic_loss` and its actor and temperature
+losses, and :class:`RainbowGroup` :func:`agilerl.algorithms.rainbow_dqn.rainbow_loss`;
+and it must draw random numbers from each member's own generator, so that
+members learn exactly as they would alone.
 """
 
 from __future__ import annotations
@@ -32,15 +37,26 @@ import numpy as np
 from agilerl.algorithms.batched.ddpg import DDPGGroup, ddpg_group_key
 from agilerl.algorithms.batched.dqn import DQNGroup, dqn_group_key
 from agilerl.algorithms.batched.ppo import PPOGroup, ppo_group_key
+from agilerl.algorithms.batched.rainbow import RainbowGroup, rainbow_group_key
 from agilerl.algorithms.batched.sac import SACGroup, sac_group_key
 
-__all__ = ["DDPGGroup", "DQNGroup", "LoneGroup", "PPOGroup", "SACGroup", "batchable", "make_groups"]
+__all__ = [
+    "DDPGGroup",
+    "DQNGroup",
+    "LoneGroup",
+    "PPOGroup",
+    "RainbowGroup",
+    "SACGroup",
+    "batchable",
+    "make_groups",
+]
 
 _KEYS: list[tuple[Callable[[Any], tuple | None], type]] = [
     (dqn_group_key, DQNGroup),
     (ppo_group_key, PPOGroup),
     (ddpg_group_key, DDPGGroup),
     (sac_group_key, SACGroup),
+    (rainbow_group_key, RainbowGroup),
 ]
 
 
@@ -66,9 +82,22 @@ class LoneGroup:
             return [agent.get_action(obs[0], epsilon=epsilons[0], greedy=greedy)]
         return [agent.act(obs[0], greedy=greedy)]
 
-    def learn(self, rows: Sequence[int], batches: Sequence[Mapping[str, Any]]) -> list[dict]:
-        """The member's own update."""
-        return [self.members[0].learn(batches[0])]
+    takes_replay_extras = True
+
+    def learn(
+        self,
+        rows: Sequence[int],
+        batches: Sequence[Mapping[str, Any]],
+        n_step_batches: Sequence[Any] | None = None,
+        weights: Sequence[Any] | None = None,
+    ) -> list[dict]:
+        """The member's own update (with its n-step batch and PER weights, when given)."""
+        extras = {}
+        if n_step_batches is not None and n_step_batches[0] is not None:
+            extras["n_step_batch"] = n_step_batches[0]
+        if weights is not None and weights[0] is not None:
+            extras["weights"] = weights[0]
+        return [self.members[0].learn(batches[0], **extras)]
 
     def sync(self) -> None:
         """Nothing to write back."""

@@ -10,7 +10,7 @@ import torch
 from agilerl.algorithms.core.off_policy import Batch
 from agilerl.networks.stacked import LayerViews, LayoutStack
 
-__all__ = ["StackedGroup", "checked_values", "numpy_views", "stack_batch"]
+__all__ = ["StackedGroup", "checked_values", "numpy_views", "soft_update_rows", "stack_batch"]
 
 
 class StackedGroup:
@@ -51,6 +51,7 @@ def stack_batch(
     gamma: torch.Tensor,
     dtype: torch.dtype,
     device: torch.device | str,
+    gamma_n: torch.Tensor | None = None,
 ) -> Batch:
     """The members' batches stacked ``[n, B, ...]``, with the single agent's discounts.
 
@@ -61,6 +62,8 @@ def stack_batch(
         gamma: Every member's discount factor as a ``[N, 1]`` column.
         dtype: The observations' dtype (the parameters').
         device: Where the tensors go.
+        gamma_n: Every member's discount of a transition without ``n_steps``
+            (``gamma ** n`` for an n-step batch; ``gamma`` when ``None``).
 
     Returns:
         The stacked batch; its actions are stacked as stored ``[n, B, ...]``.
@@ -82,9 +85,13 @@ def stack_batch(
 
     reward = stack("reward").reshape(n, -1).float()
     done = stack("done").reshape(n, -1).float()
-    gamma = gamma if n == gamma.shape[0] else gamma[rows]
+
+    def column(values: torch.Tensor) -> torch.Tensor:
+        return values if n == values.shape[0] else values[rows]
+
+    gamma = column(gamma)
     if first.get("n_steps") is None:
-        discount = (1.0 - done).mul_(gamma)
+        discount = (1.0 - done).mul_(gamma if gamma_n is None else column(gamma_n))
     else:
         discount = torch.pow(gamma, stack("n_steps").reshape(n, -1).float()).mul_(1.0 - done)
     return Batch(
@@ -114,3 +121,36 @@ def checked_values(
     for r, value in zip(rows, values[0], strict=True):
         members[r]._check_finite({name: value})
     return values
+
+
+@torch.no_grad()
+def soft_update_rows(
+    target: torch.Tensor,
+    params: torch.Tensor,
+    taus: Sequence[float],
+    tau_column: torch.Tensor,
+    rows: Sequence[int],
+    every: bool,
+) -> None:
+    """Each learning member's soft target update, ``target <- lerp(target, params, tau)``.
+
+    Args:
+        target: The members' target rows ``[N, P]`` (updated in place).
+        params: Their online rows ``[N, P]``.
+        taus: Every member's ``tau``.
+        tau_column: ``min(tau, 1)`` of every member, ``[N, 1]``.
+        rows: The members that learnt.
+        every: Whether ``rows`` is every member.
+    """
+    if all(taus[r] <= 0.0 for r in rows):
+        return
+    if every:
+        if all(taus[r] >= 1.0 for r in rows):
+            target.copy_(params)
+        else:
+            target.lerp_(params, tau_column)
+        return
+    index = torch.as_tensor(list(rows), device=target.device)
+    moved = target[index]
+    moved.lerp_(params[index], tau_column[index])
+    target.index_copy_(0, index, moved)

@@ -28,6 +28,7 @@ from agilerl.algorithms.batched.common import (
     StackedGroup,
     checked_values,
     numpy_views,
+    soft_update_rows,
     stack_batch,
 )
 from agilerl.algorithms.dqn import DQN, dqn_loss
@@ -174,28 +175,12 @@ class DQNGroup(StackedGroup):
         values = checked_values(self.members, rows, loss, q, "loss")
         tape.backward(loss.sum(), grads)
         self.optimizer.step(grad, None if every else rows)
-        self._soft_update(rows, every)
+        soft_update_rows(self.target, self.params, self._tau, self._tau_column, rows, every)
         stats = []
         for r, loss_value, q_mean in zip(rows, values[0], values[1], strict=True):
             self.members[r].num_updates += 1
             stats.append({"loss": loss_value, "q_mean": q_mean})
         return stats
-
-    @torch.no_grad()
-    def _soft_update(self, rows: list[int], every: bool) -> None:
-        taus = [self._tau[r] for r in rows]
-        if all(t <= 0.0 for t in taus):
-            return
-        if every:
-            if all(t >= 1.0 for t in taus):
-                self.target.copy_(self.params)
-            else:
-                self.target.lerp_(self.params, self._tau_column)
-            return
-        index = torch.as_tensor(rows, device=self.device)
-        target = self.target[index]
-        target.lerp_(self.params[index], self._tau_column[index])
-        self.target.index_copy_(0, index, target)
 
     # --- members ----------------------------------------------------------------------
     @torch.no_grad()
