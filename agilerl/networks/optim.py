@@ -17,7 +17,7 @@ next :meth:`FlatAdam.step` re-links it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
@@ -30,27 +30,35 @@ FUSED_ADAM = internals.FUSED_ADAM
 
 
 def fused_adam_step(
-    params: torch.Tensor,
-    grad: torch.Tensor,
-    exp_avg: torch.Tensor,
-    exp_avg_sq: torch.Tensor,
-    step: torch.Tensor,
+    params: torch.Tensor | Sequence[torch.Tensor],
+    grad: torch.Tensor | Sequence[torch.Tensor],
+    exp_avg: torch.Tensor | Sequence[torch.Tensor],
+    exp_avg_sq: torch.Tensor | Sequence[torch.Tensor],
+    step: torch.Tensor | Sequence[torch.Tensor],
     lr: float,
     betas: tuple[float, float],
     eps: float,
 ) -> None:
     """One Adam update of ``params`` in place by torch's fused kernel (``step``: 0-dim float32).
 
-    The kernel does not bump version counters; caches keyed on them (e.g. PPO's
-    acting snapshot) rely on that, as after the unfused in-place update, so this does.
+    Each argument may also be a list (one kernel launch for several tensors with
+    the same hyperparameters, each with its own step; the arithmetic per element
+    is that of a launch of its own). The kernel does not bump version counters;
+    caches keyed on them (e.g. PPO's acting snapshot) rely on that, as after the
+    unfused in-place update, so this does.
     """
+
+    def listed(value: torch.Tensor | Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        return [value] if isinstance(value, torch.Tensor) else list(value)
+
+    params, exp_avg, exp_avg_sq = listed(params), listed(exp_avg), listed(exp_avg_sq)
     internals.fused_adam_(
-        [params],
-        [grad],
-        [exp_avg],
-        [exp_avg_sq],
+        params,
+        listed(grad),
+        exp_avg,
+        exp_avg_sq,
         [],
-        [step],
+        listed(step),
         lr=lr,
         beta1=betas[0],
         beta2=betas[1],
@@ -59,7 +67,7 @@ def fused_adam_step(
         amsgrad=False,
         maximize=False,
     )
-    for tensor in (params, exp_avg, exp_avg_sq):
+    for tensor in (*params, *exp_avg, *exp_avg_sq):
         torch.autograd.graph.increment_version(tensor)
 
 

@@ -387,19 +387,22 @@ class StackedAdam:
         def column(values: torch.Tensor) -> torch.Tensor:
             return values if index is None else values[index]
 
-        if self.fused:  # the members' own fused kernel, row by row: each rounds as alone
+        if self.fused:  # the members' own fused kernel: each row rounds as alone
+            alike: dict[tuple, list[int]] = {}  # one launch per set of hyperparameters
             for row, i in enumerate(rows):
                 self.steps[i] += 1
                 self._step_tensors[i].fill_(self.steps[i])
+                alike.setdefault((self.lrs[i], self.betas[i], self.eps[i]), []).append(row)
+            for (lr, betas, eps), members in alike.items():
                 fused_adam_step(
-                    params[row],
-                    grad[row],
-                    exp_avg[row],
-                    exp_avg_sq[row],
-                    self._step_tensors[i],
-                    self.lrs[i],
-                    self.betas[i],
-                    self.eps[i],
+                    [params[r] for r in members],
+                    [grad[r] for r in members],
+                    [exp_avg[r] for r in members],
+                    [exp_avg_sq[r] for r in members],
+                    [self._step_tensors[rows[r]] for r in members],
+                    lr,
+                    betas,
+                    eps,
                 )
             return
         corrections = []

@@ -18,6 +18,7 @@ __all__ = [
     "assert_same_runs",
     "final_states",
     "rows",
+    "train_both_modes",
     "train_manifest",
 ]
 
@@ -139,3 +140,26 @@ def assert_same_runs(
                 torch.testing.assert_close(
                     b["networks"][name][key], tensor, rtol=1e-3, atol=weight_tol
                 )
+
+
+def train_both_modes(
+    manifest: dict[str, Any], run_dir: Path, group_class: type, monkeypatch: Any, members: int
+) -> None:
+    """Train ``manifest`` batched (``run_dir / "batched"``) and sequentially (``"sequential"``).
+
+    A spy on ``group_class.learn`` checks that the batched run really stacked all
+    ``members`` in one update and that the sequential run made no stacked update.
+    """
+    stacked_updates: list[int] = []
+    learn = group_class.learn
+
+    def counted(self: object, rows: list[int], *args: Any) -> list[dict]:
+        stacked_updates.append(len(rows))
+        return learn(self, rows, *args)
+
+    monkeypatch.setattr(group_class, "learn", counted)
+    train_manifest(manifest, run_dir / "batched", True)
+    assert stacked_updates and max(stacked_updates) == members
+    calls = len(stacked_updates)
+    train_manifest(manifest, run_dir / "sequential", False)
+    assert len(stacked_updates) == calls  # the sequential run learns member by member

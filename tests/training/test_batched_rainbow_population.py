@@ -14,6 +14,7 @@ from tests.training.batched_helpers import (
     assert_same_runs,
     final_states,
     rows,
+    train_both_modes,
     train_manifest,
 )
 
@@ -41,19 +42,7 @@ def test_batched_population_matches_sequential_members(
     from agilerl.algorithms.batched import RainbowGroup
 
     torch.set_num_threads(1)
-    stacked_updates = []
-    learn = RainbowGroup.learn
-
-    def counted(self: RainbowGroup, rows: list[int], *args: object) -> list[dict]:
-        stacked_updates.append(len(rows))
-        return learn(self, rows, *args)
-
-    monkeypatch.setattr(RainbowGroup, "learn", counted)  # a spy: the batched loop really ran
-    train_manifest(_manifest(False), tmp_path / "batched", True)
-    assert stacked_updates and max(stacked_updates) == 3
-    calls = len(stacked_updates)
-    train_manifest(_manifest(False), tmp_path / "sequential", False)
-    assert len(stacked_updates) == calls  # the sequential run learns member by member
+    train_both_modes(_manifest(False), tmp_path, RainbowGroup, monkeypatch, members=3)
     assert_same_runs(tmp_path / "batched", tmp_path / "sequential", abs_tol=1e-4)
     states = final_states(tmp_path / "batched")
     assert all(s["num_updates"] > 50 for s in states)

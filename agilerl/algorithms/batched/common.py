@@ -10,7 +10,14 @@ import torch
 from agilerl.algorithms.core.off_policy import Batch
 from agilerl.networks.stacked import LayerViews, LayoutStack
 
-__all__ = ["StackedGroup", "checked_values", "numpy_views", "soft_update_rows", "stack_batch"]
+__all__ = [
+    "StackedGroup",
+    "checked_values",
+    "numpy_views",
+    "soft_update_rows",
+    "stack_batch",
+    "write_targets",
+]
 
 
 class StackedGroup:
@@ -154,3 +161,14 @@ def soft_update_rows(
     moved = target[index]
     moved.lerp_(params[index], tau_column[index])
     target.index_copy_(0, index, moved)
+
+
+@torch.no_grad()
+def write_targets(members: Sequence[Any], target: torch.Tensor) -> None:
+    """Copy every member's row of ``target`` ``[N, P]`` into its ``_target_params``."""
+    for row, member in zip(target, members, strict=True):
+        offset = 0
+        for p in member._target_params:
+            n = p.numel()
+            p.copy_(row[offset : offset + n].view_as(p))
+            offset += n

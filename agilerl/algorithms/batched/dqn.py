@@ -30,6 +30,7 @@ from agilerl.algorithms.batched.common import (
     numpy_views,
     soft_update_rows,
     stack_batch,
+    write_targets,
 )
 from agilerl.algorithms.dqn import DQN, dqn_loss
 from agilerl.networks.fastgrad import joined_chain
@@ -187,9 +188,4 @@ class DQNGroup(StackedGroup):
     def sync(self) -> None:
         """Write the stacked weights, targets and Adam state back into the member agents."""
         self.optimizer.write_back([m.optimizer for m in self.members])
-        for i, member in enumerate(self.members):
-            offset = 0
-            for p in member._target_params:
-                n = p.numel()
-                p.copy_(self.target[i, offset : offset + n].view_as(p))
-                offset += n
+        write_targets(self.members, self.target)

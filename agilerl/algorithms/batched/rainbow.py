@@ -33,6 +33,7 @@ from agilerl.algorithms.batched.common import (
     checked_values,
     soft_update_rows,
     stack_batch,
+    write_targets,
 )
 from agilerl.algorithms.rainbow_dqn import RainbowDQN, rainbow_loss
 from agilerl.networks.fastgrad import MLPChain, chain_of
@@ -378,11 +379,6 @@ class RainbowGroup(StackedGroup):
     def sync(self) -> None:
         """Write the stacked weights, targets and Adam state back; unshare the noise."""
         self.optimizer.write_back([m.optimizer for m in self.members])
-        for i, member in enumerate(self.members):
-            offset = 0
-            for p in member._target_params:
-                n = p.numel()
-                p.copy_(self.target[i, offset : offset + n].view_as(p))
-                offset += n
+        write_targets(self.members, self.target)
         self._release_noise("actor", self._noise)
         self._release_noise("actor_target", self._target_noise)
