@@ -9,9 +9,11 @@ one stacked update for the members that are due (members with different
 batch sizes update in separate calls). With one memory per member
 (``training.experience_sharing: false``) each member sees exactly the
 transitions and samples it would alone, so the result matches the
-sequential loop within floating-point error. With a shared memory the
-members fill it step by step together rather than one generation after
-another.
+sequential loop within floating-point error; that includes prioritised and
+n-step memories (Rainbow DQN), whose draws, PER exponents and priority
+updates go member by member around the stacked update. With a shared memory
+the members fill it step by step together rather than one generation after
+another (a shared prioritised or n-step memory is not batched).
 
 At the end of every generation the groups write back into the member
 agents; evaluation results, evolution and checkpoints then work on plain
