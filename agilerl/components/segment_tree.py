@@ -9,7 +9,9 @@ change a reduction.
 
 Batch operations (:meth:`SegmentTree.update`,
 :meth:`SumSegmentTree.find_prefixsum_idx`) touch all items of the batch at
-once and loop only over the ``log2(capacity)`` levels of the tree.
+once and loop only over the ``log2(capacity)`` levels of the tree; an update
+of a few leaves (one env step's transitions) walks each leaf's path with
+Python floats instead, which costs a tenth of the array operations' dispatch.
 """
 
 from __future__ import annotations
@@ -24,6 +26,18 @@ def next_power_of_two(n: int) -> int:
     if n < 1:
         raise ValueError(f"size must be >= 1 (got {n})")
     return 1 << (int(n) - 1).bit_length()
+
+
+_FEW = 8
+"""Updates of at most this many leaves walk their paths one by one (same floats)."""
+
+
+def _minimum(a: float, b: float) -> float:
+    """``np.minimum`` on two floats (a NaN wins)."""
+    return a if a <= b or a != a else b
+
+
+_SCALAR_OPS = {np.add: float.__add__, np.minimum: _minimum}
 
 
 def _last_occurrences(idxs: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -56,6 +70,7 @@ class SegmentTree:
         self.neutral = float(neutral)
         self.tree = np.full(2 * self.capacity, self.neutral, dtype=np.float64)
         self._pairs = self.tree.reshape(-1, 2)  # row i = children of node i
+        self._scalar_op = _SCALAR_OPS.get(operation)
 
     @property
     def nbytes(self) -> int:
@@ -102,6 +117,9 @@ class SegmentTree:
         values = np.broadcast_to(np.asarray(values, dtype=np.float64).reshape(-1), idxs.shape)
         if idxs.size == 0:
             return
+        if idxs.size <= _FEW and self._scalar_op is not None:
+            self._update_paths(idxs.tolist(), values.tolist())
+            return
         if idxs.size > 1:
             idxs, values = _last_occurrences(idxs, values)
         nodes = idxs + self.capacity
@@ -112,6 +130,16 @@ class SegmentTree:
             # repeated parents are recomputed from the same children: harmless
             children = pairs.take(nodes, axis=0)  # take: faster than fancy indexing
             tree[nodes] = operation(children[:, 0], children[:, 1])
+
+    def _update_paths(self, idxs: list[int], values: list[float]) -> None:
+        """:meth:`update` leaf by leaf (in order, so a repeated index's last value wins)."""
+        tree, operation, item = self.tree, self._scalar_op, self.tree.item
+        for idx, value in zip(idxs, values, strict=True):
+            node = idx + self.capacity
+            tree[node] = value
+            while node > 1:
+                node >>= 1
+                tree[node] = operation(item(2 * node), item(2 * node + 1))
 
     def build(self, values: Any) -> None:
         """Replace all leaves: the first ``len(values)`` get ``values``, the rest neutral.

@@ -143,3 +143,23 @@ def test_index_bounds_and_reset() -> None:
     np.testing.assert_array_equal(tree[[0, 1]], [4.0, np.inf])
     tree.reset()
     assert tree.min() == np.inf
+
+
+@pytest.mark.parametrize("cls", [SumSegmentTree, MinSegmentTree])
+def test_few_leaf_path_walk_equals_the_vectorised_update(
+    cls: type, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small updates walk their paths with Python floats: bit for bit the array update's tree."""
+    import agilerl.components.segment_tree as segment_tree
+
+    rng = np.random.default_rng(0)
+    batches = [(rng.integers(0, 1000, k), rng.random(k)) for k in rng.integers(1, 9, 300)]
+    walked = cls(1000)
+    for idxs, values in batches:
+        walked.update(idxs, values)
+    monkeypatch.setattr(segment_tree, "_FEW", 0)
+    vectorised = cls(1000)
+    for idxs, values in batches:
+        vectorised.update(idxs, values)
+    np.testing.assert_array_equal(walked.tree, vectorised.tree)
+    assert walked.reduce_all() == vectorised.reduce_all() != walked.neutral
