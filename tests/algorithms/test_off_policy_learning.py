@@ -274,6 +274,7 @@ def _threads() -> None:
     torch.set_num_threads(1)
 
 
+@pytest.mark.slow  # ~10-16 s: the default suite stays near 5 min on a slow host
 def test_dqn_solves_cartpole() -> None:
     agent = _make(DQN, "CartPole-v1", DQN_CARTPOLE, seed=0)
     result = train(agent, "CartPole-v1", max_steps=100_000, target=475.0, seed=0)

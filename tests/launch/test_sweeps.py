@@ -7,9 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from sweep_helpers import QUICK, REPO, jobs, multirun
 
 
+@pytest.mark.slow  # ~10-16 s: the default suite stays near 5 min on a slow host
 def test_local_launcher_seed_sweep_and_ledger(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     done = multirun(sweep, "hydra/launcher=local", "seed=0,1", *QUICK)
@@ -84,6 +86,7 @@ def test_failed_job_is_recorded_and_rerun_resumes_only_unfinished(tmp_path: Path
     assert str(REPO / "train.py") in printed.stdout
 
 
+@pytest.mark.slow  # ~10-16 s: the default suite stays near 5 min on a slow host
 def test_optuna_sweeper_maximises_returned_fitness(tmp_path: Path) -> None:
     sweep = tmp_path / "optuna"
     done = multirun(

@@ -15,6 +15,7 @@ from agilerl.trainer import LocalTrainer
 from agilerl.training.population_loop import PopulationLoop
 
 
+@pytest.mark.slow  # ~10-16 s: the default suite stays near 5 min on a slow host
 def test_dqn_population_with_hpo_solves_cartpole_and_records_lineage(
     compose, tmp_path: Path
 ) -> None:
