@@ -210,6 +210,7 @@ class BatchedOffPolicyMembers(BatchedMembers):
                 agent.reset_noise()
         self.groups = groups = make_groups(population)
         stats: list[list[dict[str, float]]] = [[] for _ in range(size)]
+        learning = Learning(population, memories, stats, betas, self.max_steps, self.shared)
         while not loop.interrupted():
             active = [i for i in range(size) if population[i].steps < until[i]]
             if not active:
@@ -229,7 +230,6 @@ class BatchedOffPolicyMembers(BatchedMembers):
                 if agent.steps >= self.learning_delay and len(memories[i]) >= agent.batch_size:
                     credit[i] += num_envs / agent.learn_step
             obs = next_obs
-            learning = Learning(population, memories, stats, betas, self.max_steps, self.shared)
             learning.run_due(groups, credit, active)
         for group in groups:
             group.sync()
